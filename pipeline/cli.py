@@ -1,0 +1,178 @@
+"""`europa`: the command line. Parses arguments, resolves the config, holds the lock, reports; no stage logic.
+
+Exit codes: 0 success; 1 a stage failed; 2 bad usage, config or input (the one stderr line says what to fix);
+3 the run directory is locked by another process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from pipeline.config import ConfigError
+from pipeline.registry import STAGE_NAMES, StageNotImplemented, downstream_of, is_implemented
+from pipeline.rundir import RunDirLocked
+
+EXIT_OK, EXIT_STAGE_FAILED, EXIT_USAGE, EXIT_LOCKED = 0, 1, 2, 3
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="europa", description="EUROPA: raw text in 24 EU languages -> MoE model -> EU AI Act documentation.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def common(sp, config=True):
+        if config:
+            sp.add_argument("--config", metavar="FILE", help="TOML config (default: the run's run.toml, else configs/demo.toml)")
+        sp.add_argument("--run-dir", metavar="DIR", help="run directory (default: runs/<run.name>)")
+
+    r = sub.add_parser("run", help="run the pipeline (stages that are fresh are skipped)")
+    common(r)
+    r.add_argument("--from", dest="from_stage", choices=STAGE_NAMES, help="first stage to run")
+    r.add_argument("--to", dest="to_stage", choices=STAGE_NAMES, help="last stage to run")
+    r.add_argument("--force", nargs="+", default=[], choices=STAGE_NAMES, metavar="STAGE",
+                   help="rerun these stages (and everything downstream) even if fresh")
+
+    s = sub.add_parser("stage", help="run one stage")
+    s.add_argument("name", choices=STAGE_NAMES, metavar="STAGE", help=f"one of: {', '.join(STAGE_NAMES)}")
+    common(s)
+    s.add_argument("--force", action="store_true", help="rerun even if fresh")
+
+    st = sub.add_parser("status", help="each stage: fresh / stale / missing / failed, key counts, duration")
+    common(st)
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+
+    ev = sub.add_parser("evaluate", help="evaluate checkpoints (not implemented yet)")
+    common(ev, config=False)
+    ev.add_argument("--checkpoint", default="latest")
+    es = sub.add_parser("eval-schedule", help="serve scheduled evaluation (not implemented yet)")
+    common(es, config=False)
+    es.add_argument("--cron", required=True)
+    la = sub.add_parser("launch", help="render/submit the JUPITER Slurm job (not implemented yet)")
+    la.add_argument("target", choices=["jupiter"])
+    la.add_argument("--config", metavar="FILE")
+    g = la.add_mutually_exclusive_group()
+    g.add_argument("--dry-run", action="store_true")
+    g.add_argument("--submit", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "status":
+            return cmd_status(args)
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "stage":
+            return cmd_stage(args)
+        raise StageNotImplemented({"evaluate": "evaluate", "eval-schedule": "evaluate", "launch": "pretrain"}[args.command])
+    except StageNotImplemented as e:
+        return _fail(str(e), EXIT_USAGE)
+    except (ConfigError, ValueError) as e:
+        return _fail(str(e), EXIT_USAGE)
+    except RunDirLocked as e:
+        return _fail(str(e), EXIT_LOCKED)
+    except KeyboardInterrupt:
+        return _fail("interrupted; finished units are kept and a rerun resumes from them", 130)
+    except Exception as e:  # a stage failure: one line, the details are in <run>/.state/<stage>.json
+        if os.environ.get("EUROPA_DEBUG"):
+            raise
+        return _fail(str(e) if "stage" in str(e) else f"{type(e).__name__}: {e}", EXIT_STAGE_FAILED)
+
+
+def _fail(message: str, code: int) -> int:
+    from pipeline.secrets import redact_text
+
+    print(f"europa: error: {redact_text(message)}", file=sys.stderr)
+    return code
+
+
+def cmd_status(args) -> int:
+    from pipeline.executor import statuses
+    from pipeline.runconfig import resolve
+
+    rd, config = resolve(args.config, args.run_dir)
+    rows = statuses(rd, config)
+    if args.json:
+        print(json.dumps([{"stage": s.name, "state": s.state, "reason": s.reason,
+                           "summary": s.manifest.summary if s.manifest else {},
+                           "duration_s": s.manifest.duration_s if s.manifest else None,
+                           "finished_at": s.manifest.finished_at if s.manifest else None} for s in rows], indent=2))
+        return EXIT_OK
+    print(f"run directory: {rd.path}")
+    print(f"{'stage':<11} {'state':<16} {'duration':>9}  {'finished (UTC)':<20} details")
+    for s in rows:
+        m = s.manifest
+        dur = f"{m.duration_s:.1f}s" if m else "-"
+        fin = m.finished_at[:19].replace("T", " ") if m else "-"
+        counts = ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in (m.summary if m else {}).items())
+        detail = "; ".join(x for x in (s.reason, counts) if x)
+        print(f"{s.name:<11} {s.state:<16} {dur:>9}  {fin:<20} {detail}")
+    return EXIT_OK
+
+
+def cmd_stage(args) -> int:
+    if not is_implemented(args.name):
+        raise StageNotImplemented(args.name)
+    return _execute(args.config, args.run_dir, [args.name], [args.name] if args.force else [])
+
+
+def cmd_run(args) -> int:
+    names = list(STAGE_NAMES)
+    lo = names.index(args.from_stage) if args.from_stage else 0
+    hi = names.index(args.to_stage) if args.to_stage else len(names) - 1
+    if lo > hi:
+        return _fail(f"--from {args.from_stage} comes after --to {args.to_stage}; stage order: {' -> '.join(names)}", EXIT_USAGE)
+    selected = names[lo : hi + 1]
+    missing = [n for n in selected if not is_implemented(n)]
+    if missing:
+        first = missing[0]
+        explicit = args.to_stage is not None and not is_implemented(args.to_stage) or first in args.force
+        if explicit or selected.index(first) == 0:
+            raise StageNotImplemented(first)
+        print(f"europa: stages {', '.join(missing)} are not implemented yet; running {' -> '.join(selected[: selected.index(first)])} only",
+              file=sys.stderr)
+        selected = selected[: selected.index(first)]
+    forced = sorted({d for f in args.force for d in downstream_of(f)} & set(selected), key=names.index)
+    return _execute(args.config, args.run_dir, selected, forced)
+
+
+def _execute(config_path: str | None, run_dir_path: str | None, selected: list[str], forced: list[str]) -> int:
+    from pipeline.executor import statuses
+    from pipeline.runconfig import resolve, save_run_config
+
+    t0 = time.monotonic()
+    rd, config = resolve(config_path, run_dir_path)
+    with rd.lock(f"europa {' '.join(sys.argv[1:]) or 'run'}"):
+        save_run_config(rd, config)
+        state = {s.name: s.state for s in statuses(rd, config)}
+        todo = [n for n in selected if n in forced or state[n] != "fresh"]
+        if not todo:
+            print(f"europa: {', '.join(selected)}: fresh, nothing to do ({time.monotonic() - t0:.1f}s); {rd.path}")
+            return EXIT_OK
+        first = selected.index(todo[0])
+        to_run = selected[first:]  # everything after the first stale stage may become stale by it
+        if config.orchestration.engine == "prefect":
+            from flows.stages import pipeline_flow
+
+            results = pipeline_flow(str(rd.path), to_run, forced)
+        else:
+            from pipeline.executor import execute_stage
+
+            results = []
+            for name in to_run:
+                manifest, ran = execute_stage(rd, config, name, force=name in forced)
+                results.append({"stage": name, "ran": ran, "summary": manifest.summary})
+    for r in results:
+        verb = "ran" if r["ran"] else "fresh, skipped"
+        print(f"europa: {r['stage']}: {verb}: " + ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in r["summary"].items()))
+    print(f"europa: done in {time.monotonic() - t0:.1f}s; outputs in {rd.path}")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

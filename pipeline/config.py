@@ -1,0 +1,200 @@
+"""The run configuration: one TOML file, typed, with errors that name the key and the fix.
+
+`[run]` and `[orchestration]` belong to the core; every other section belongs to a stage and is validated by
+that stage's own `Config` model (torchtitan style), so the core never needs to know a stage's settings.
+Relative paths in the file are resolved against the file's folder, so a config means the same thing
+whatever the working directory.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from pipeline.languages import EU_LANGUAGE_CODES
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_CONFIG = REPO_ROOT / "configs" / "demo.toml"
+
+
+class ConfigError(ValueError):
+    """A configuration problem, already phrased for the user (file, key, what is allowed)."""
+
+
+class StrictModel(BaseModel):
+    """Base for every config section: unknown keys are errors, types are not coerced from strings."""
+
+    model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
+
+
+def check_languages(codes: list[str]) -> list[str]:
+    """Validate ISO 639-1 codes against the 24 EU languages; "all" expands to all of them."""
+    if codes == ["all"]:
+        return list(EU_LANGUAGE_CODES)
+    unknown = [c for c in codes if c not in EU_LANGUAGE_CODES]
+    if unknown:
+        raise ValueError(
+            f"unknown language code(s) {', '.join(map(repr, unknown))}; "
+            f"allowed: {', '.join(EU_LANGUAGE_CODES)} (or [\"all\"])"
+        )
+    if len(set(codes)) != len(codes):
+        raise ValueError("a language is listed twice")
+    return codes
+
+
+class RunConfig(StrictModel):
+    name: str = Field("demo", pattern=r"^[A-Za-z0-9_.-]+$", description="Run name; default run directory is runs/<name>.")
+    languages: list[str] = Field(default_factory=lambda: ["all"], description='ISO 639-1 codes, or ["all"] for the 24 EU languages.')
+    seed: int = Field(1234, description="Seed for every sampling decision in the run.")
+
+    @field_validator("languages")
+    @classmethod
+    def _known_languages(cls, v: list[str]) -> list[str]:
+        return check_languages(v)
+
+
+class OrchestrationConfig(StrictModel):
+    engine: Literal["prefect", "local"] = Field(
+        "prefect", description="prefect: stages run as Prefect flows; local: the same stage code in-process, no Prefect (debugging)."
+    )
+    task_runner: Literal["threads", "processes"] = Field(
+        "threads", description="How a stage's units run in parallel on this machine."
+    )
+    max_workers: int = Field(2, ge=1, description="Parallel units at most.")
+
+
+CORE_SECTIONS = {"run": RunConfig, "orchestration": OrchestrationConfig}
+
+
+class PipelineConfig:
+    """The resolved configuration: core sections as models, stage sections as their stages' models."""
+
+    def __init__(self, run: RunConfig, orchestration: OrchestrationConfig, stages: dict[str, BaseModel], source: Path | None):
+        self.run = run
+        self.orchestration = orchestration
+        self.stages = stages
+        self.source = source
+
+    def section(self, stage: str) -> BaseModel:
+        return self.stages[stage]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON/TOML-able form (paths already absolute); what run.toml stores."""
+        out: dict[str, Any] = {
+            "run": self.run.model_dump(mode="json"),
+            "orchestration": self.orchestration.model_dump(mode="json"),
+        }
+        for name, model in self.stages.items():
+            out[name] = model.model_dump(mode="json", exclude_none=True)
+        return out
+
+
+def _format_validation_error(err: ValidationError, section: str, where: str) -> str:
+    """First error only, as `file: [section.key.sub]: problem; fix` — one line the user can act on."""
+    e = err.errors()[0]
+    loc = ".".join(str(p) for p in (section, *e["loc"]) if p != "__root__")
+    kind, msg = e["type"], e["msg"]
+    if kind == "extra_forbidden":
+        parent = e["loc"][:-1]
+        model = err.title
+        hint = f"unknown key; remove it or check its spelling"
+        return f"{where}: [{loc}]: {hint} (in {model if not parent else 'that table'})"
+    if kind == "missing":
+        return f"{where}: [{loc}]: required key is missing; add it"
+    return f"{where}: [{loc}]: {msg.removeprefix('Value error, ')} (got {e.get('input')!r})"
+
+
+def load_config(path: Path | str | None = None, *, data: dict[str, Any] | None = None) -> PipelineConfig:
+    """Read and validate a config file (or an already-parsed dict, e.g. a run's run.toml)."""
+    from pipeline.registry import STAGE_NAMES, stage_config_model
+
+    where = str(path) if path is not None else "<config>"
+    if data is None:
+        path = Path(path) if path is not None else DEFAULT_CONFIG
+        where = str(path)
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{where}: config file not found; pass --config with an existing TOML file") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{where}: not valid TOML: {e}; fix the syntax at that line") from None
+    base = Path(path).resolve().parent if path is not None else Path.cwd()
+
+    allowed = list(CORE_SECTIONS) + list(STAGE_NAMES)
+    unknown = [k for k in data if k not in allowed]
+    if unknown:
+        raise ConfigError(f"{where}: [{unknown[0]}]: unknown section; allowed sections: {', '.join(allowed)}")
+    for key, value in data.items():
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: {key} must be a table ([{key}]), got {type(value).__name__}")
+
+    core = {}
+    for name, model in CORE_SECTIONS.items():
+        try:
+            core[name] = model.model_validate(data.get(name, {}))
+        except ValidationError as e:
+            raise ConfigError(_format_validation_error(e, name, where)) from None
+
+    stages: dict[str, BaseModel] = {}
+    for name in STAGE_NAMES:
+        model = stage_config_model(name)
+        if model is None:
+            if name in data:
+                raise ConfigError(
+                    f"{where}: [{name}]: the {name} stage is not implemented yet, so its settings cannot be "
+                    f"checked; remove the section"
+                )
+            continue
+        try:
+            section = model.model_validate(data.get(name, {}), context={"base_dir": base, "run": core["run"]})
+        except ValidationError as e:
+            raise ConfigError(_format_validation_error(e, name, where)) from None
+        stages[name] = section
+    return PipelineConfig(core["run"], core["orchestration"], stages, Path(path) if path is not None else None)
+
+
+def dump_toml(data: dict[str, Any]) -> str:
+    """A small TOML writer for run.toml (tomllib reads only); enough for our config shapes."""
+    lines: list[str] = []
+
+    def scalar(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if isinstance(v, str):
+            return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+        if isinstance(v, list):
+            return "[" + ", ".join(scalar(x) for x in v) + "]"
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{_key(k)} = {scalar(x)}" for k, x in v.items()) + "}"
+        raise TypeError(f"cannot write {type(v).__name__} to TOML")
+
+    def table(prefix: str, d: dict[str, Any]) -> None:
+        simple = {k: v for k, v in d.items() if not isinstance(v, dict) and not _is_table_list(v)}
+        nested = {k: v for k, v in d.items() if isinstance(v, dict)}
+        arrays = {k: v for k, v in d.items() if _is_table_list(v)}
+        if prefix:
+            lines.append(f"\n[{prefix}]")
+        lines.extend(f"{_key(k)} = {scalar(v)}" for k, v in simple.items())
+        for k, v in nested.items():
+            table(f"{prefix}.{_key(k)}" if prefix else _key(k), v)
+        for k, items in arrays.items():
+            for item in items:
+                lines.append(f"\n[[{prefix}.{_key(k)}]]" if prefix else f"\n[[{_key(k)}]]")
+                lines.extend(f"{_key(kk)} = {scalar(vv)}" for kk, vv in item.items())
+
+    table("", data)
+    return "\n".join(lines).lstrip("\n") + "\n"
+
+
+def _is_table_list(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(x, dict) for x in v)
+
+
+def _key(k: str) -> str:
+    k = str(k)
+    return k if k.replace("_", "").replace("-", "").isalnum() else '"' + k + '"'

