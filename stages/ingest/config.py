@@ -1,0 +1,140 @@
+"""Settings of the ingest stage: `[ingest]` and its `[[ingest.sources]]` in the run config."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from pipeline.config import StrictModel, check_languages
+from stages.ingest.langid import LangIdConfig
+from stages.ingest.minhash import DedupConfig
+from stages.ingest.normalize import NormalizeConfig
+from stages.ingest.pii import PiiConfig
+from stages.ingest.quality import QualityConfig
+
+SourceKind = Literal["jsonl", "parquet", "text", "huggingface", "udhr"]
+# The AI Office template's categories of training data (Public Summary, section 2).
+SourceCategory = Literal[
+    "public_dataset", "private_licensed", "private_third_party", "crawled", "user_data", "synthetic", "other"
+]
+_PLACEHOLDERS = {"lang", "iso3", "flores", "udhr"}
+
+
+class OptOutConfig(StrictModel):
+    """How text-and-data-mining reservations were honoured for a source (Art. 4(3) DSM Directive).
+
+    `protocols` records what the collector honoured (e.g. robots.txt per RFC 9309, TDMRep, ai.txt);
+    `domains` / `domains_file` list domains whose rightsholders reserved their rights: documents from them
+    are dropped here with the reason `tdm_opt_out`, so a late reservation still takes effect.
+    """
+
+    protocols: list[str] = Field(default_factory=list, description="Opt-out protocols honoured when the data was collected.")
+    honoured_by: Literal["provider", "third_party", "not_applicable"] = Field(
+        "not_applicable", description="Who honoured them: we (provider), the dataset's publisher, or nobody needed to."
+    )
+    domains: list[str] = Field(default_factory=list, description="Registrable domains whose documents are dropped.")
+    domains_file: str | None = Field(None, description="File with one opted-out domain per line (# comments allowed).")
+    notes: str = ""
+
+    @field_validator("domains_file")
+    @classmethod
+    def _resolve(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return _resolve_path(v, info)
+
+
+class SourceConfig(StrictModel):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="Short unique name; recorded on every document.")
+    kind: SourceKind
+    languages: list[str] = Field(default_factory=lambda: ["all"], description='Languages this source provides, or ["all"].')
+    path: str | None = Field(
+        None,
+        description="Files (glob) for jsonl/parquet/text, or the UDHR declaration folder. May contain "
+        "{lang}, {iso3}, {flores}, {udhr}; relative to the config file.",
+    )
+    text_unit: Literal["file", "paragraph", "line"] = Field(
+        "file", description="kind text: one document per file, per blank-line-separated paragraph, or per line."
+    )
+    text_field: str = Field("text", description="Column/key holding the text (jsonl, parquet, huggingface).")
+    id_field: str | None = Field(None, description="Column/key with the source's own document id, if any.")
+    url_field: str | None = Field("url", description="Column/key with the document URL, if any.")
+    repo: str | None = Field(None, description="Hugging Face dataset repo id, e.g. HuggingFaceFW/fineweb-2.")
+    hf_config: str | None = Field(None, description="Dataset config; may contain placeholders, e.g. {flores}.")
+    split: str = "train"
+    revision: str | None = None
+    streaming: bool = True
+    token_env: str | None = Field(None, description="Name of the environment variable holding a Hub token (never the token).")
+    max_documents: int | None = Field(None, ge=1, description="Read at most this many documents per language.")
+    # provenance, carried into every document and the manifest
+    licence: str = Field(description="Licence of the text (SPDX id or a short statement).")
+    homepage: str | None = Field(None, description="Where the source is described / obtained.")
+    collected: str = Field(description="Date (YYYY-MM or YYYY-MM-DD) of collection, as the compliance summary needs.")
+    category: SourceCategory = "public_dataset"
+    domain: str | None = Field(None, description="Domain to record for documents without a URL.")
+    opt_out: OptOutConfig = Field(default_factory=OptOutConfig)
+
+    @field_validator("languages")
+    @classmethod
+    def _languages(cls, v: list[str]) -> list[str]:
+        return check_languages(v)
+
+    @field_validator("collected")
+    @classmethod
+    def _date(cls, v: str) -> str:
+        if not re.fullmatch(r"\d{4}-\d{2}(-\d{2})?", v):
+            raise ValueError("must be a date like 2025-07 or 2025-07-31")
+        return v
+
+    @field_validator("path")
+    @classmethod
+    def _resolve(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is not None:
+            unknown = set(re.findall(r"{(\w+)}", v)) - _PLACEHOLDERS
+            if unknown:
+                raise ValueError(f"unknown placeholder {{{sorted(unknown)[0]}}}; allowed: {', '.join(sorted(_PLACEHOLDERS))}")
+        return _resolve_path(v, info)
+
+    @model_validator(mode="after")
+    def _kind_needs(self) -> SourceConfig:
+        if self.kind == "huggingface":
+            if not self.repo:
+                raise ValueError(f"source {self.name!r}: kind huggingface needs repo = \"owner/dataset\"")
+        elif not self.path:
+            raise ValueError(f"source {self.name!r}: kind {self.kind} needs path = \"...\"")
+        return self
+
+
+class IngestConfig(StrictModel):
+    sources: list[SourceConfig] = Field(default_factory=list, description="Where the text comes from ([[ingest.sources]]).")
+    on_error: Literal["skip", "fail"] = Field(
+        "skip", description="Bad input (unreadable file, malformed line): skip it and record why, or fail before publishing."
+    )
+    keep_rejected: bool = Field(True, description="Write removed documents with their reason to rejected/<lang>/.")
+    files_per_unit: int = Field(16, ge=1, description="Input files per unit of work (a language x a batch of files).")
+    max_rows_per_file: int = Field(50_000, ge=1, description="Rows per output Parquet file at most.")
+    normalize: NormalizeConfig = Field(default_factory=NormalizeConfig)
+    langid: LangIdConfig = Field(default_factory=LangIdConfig)
+    quality: QualityConfig = Field(default_factory=QualityConfig)
+    pii: PiiConfig = Field(default_factory=PiiConfig)
+    dedup: DedupConfig = Field(default_factory=DedupConfig)
+
+    @model_validator(mode="after")
+    def _unique_sources(self) -> IngestConfig:
+        names = [s.name for s in self.sources]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"source name {sorted(dup)[0]!r} is used twice; names must be unique")
+        return self
+
+
+def _resolve_path(v: str | None, info: ValidationInfo) -> str | None:
+    if v is None or "://" in v:
+        return v
+    base = (info.context or {}).get("base_dir")
+    p = Path(v).expanduser()
+    if not p.is_absolute() and base is not None:
+        p = Path(base) / p
+    return os.path.normpath(p) if p.is_absolute() else v

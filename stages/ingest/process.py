@@ -1,0 +1,187 @@
+"""The per-document chain of the ingest stage, and one unit of work (a language x a batch of inputs).
+
+Order matters for cost and for the record: cheap decisions first (empty text, opted-out domain), then language
+identification, then quality filters, and only kept documents pay for PII redaction and dedup signatures.
+Every document that is not kept leaves a row with its reason.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stages.ingest.config import IngestConfig, SourceConfig
+from stages.ingest.langid import LanguageIdentifier
+from stages.ingest.minhash import exact_key, minhash_signatures
+from stages.ingest.normalize import normalize_text
+from stages.ingest.pii import redact_pii
+from stages.ingest.quality import check_quality
+from stages.ingest.sources import InputProblem, RawDoc, document_id, input_key, read_input
+
+# Reasons recorded for documents removed before quality filtering (quality reasons come from quality.py).
+EMPTY, OPT_OUT = "empty", "tdm_opt_out"
+EXACT_DUP, NEAR_DUP = "exact_duplicate", "near_duplicate"
+
+
+@functools.lru_cache(maxsize=4096)
+def _registrable_domain(host_or_url: str) -> str | None:
+    extract = _extractor()
+    result = extract(host_or_url)
+    return result.top_domain_under_public_suffix or result.domain or None
+
+
+@functools.lru_cache(maxsize=1)
+def _extractor():
+    import tldextract
+
+    # The bundled Public Suffix List snapshot: no network at run time.
+    return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
+
+
+def registrable_domain(url: str | None, fallback: str | None) -> str | None:
+    """Domain as the AI Office template counts it (e.g. bbc.co.uk for https://news.bbc.co.uk/...)."""
+    if url:
+        host = url.split("://", 1)[-1].split("/", 1)[0].split("@")[-1].split(":")[0].lower()
+        if host:
+            return _registrable_domain(host)
+    return fallback
+
+
+@dataclass
+class DocumentChain:
+    """Normalize -> opt-out -> language ID -> quality -> PII, for one source and language."""
+
+    settings: IngestConfig
+    source: SourceConfig
+    lang: str
+    opted_out: frozenset[str] = frozenset()
+    langid: LanguageIdentifier = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.langid = LanguageIdentifier(self.settings.langid)
+        self.thresholds = self.settings.quality.for_language(self.lang)
+
+    def process(self, doc: RawDoc, key: str) -> tuple[dict[str, Any], str | None]:
+        """The output row for a document and the reason it was removed (None when kept)."""
+        text, repaired = normalize_text(doc.text, self.settings.normalize)
+        domain = registrable_domain(doc.url, self.source.domain)
+        row = {
+            "id": document_id(self.source.name, key, doc.index),
+            "text": text,
+            "lang": self.lang,
+            "lang_detected": None,
+            "lang_score": 0.0,
+            "source": self.source.name,
+            "source_doc_id": doc.source_doc_id,
+            "url": doc.url,
+            "domain": domain,
+            "licence": self.source.licence,
+            "collected": self.source.collected,
+            "input": key,
+            "input_index": doc.index,
+            "mojibake_fixed": repaired,
+            "pii_redactions": 0,
+        }
+        _set_lengths(row)
+        if not text.strip():
+            return row, EMPTY
+        if domain and domain in self.opted_out:
+            return row, OPT_OUT
+        detected, score, reason = self.langid.decide(self.lang, text)
+        row["lang_detected"], row["lang_score"] = detected, float(score)
+        if reason:
+            return row, reason
+        reason = check_quality(text, self.thresholds)
+        if reason:
+            return row, reason
+        if self.settings.pii.enabled:
+            text, counts = redact_pii(text, self.settings.pii)
+            row["text"], row["pii_counts"] = text, counts
+            row["pii_redactions"] = sum(counts.values())
+            _set_lengths(row)
+        return row, None
+
+
+def _set_lengths(row: dict[str, Any]) -> None:
+    text = row["text"]
+    row["n_chars"], row["n_bytes"], row["n_words"] = len(text), len(text.encode("utf-8")), len(text.split())
+
+
+def load_opt_out_domains(source: SourceConfig) -> frozenset[str]:
+    domains = {d.strip().lower() for d in source.opt_out.domains if d.strip()}
+    if source.opt_out.domains_file:
+        for line in Path(source.opt_out.domains_file).read_text(encoding="utf-8").splitlines():
+            line = line.split("#", 1)[0].strip().lower()
+            if line:
+                domains.add(line)
+    return frozenset(domains)
+
+
+@dataclass
+class UnitStats:
+    docs_in: int = 0
+    bytes_in: int = 0
+    kept: int = 0
+    kept_bytes: int = 0
+    mojibake_fixed: int = 0
+    removed: Counter = field(default_factory=Counter)
+    pii: Counter = field(default_factory=Counter)
+    problems: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "docs_in": self.docs_in, "bytes_in": self.bytes_in, "kept": self.kept, "kept_bytes": self.kept_bytes,
+            "mojibake_fixed": self.mojibake_fixed, "removed": dict(sorted(self.removed.items())),
+            "pii": dict(sorted(self.pii.items())), "problems": self.problems,
+        }
+
+
+class InputFailed(RuntimeError):
+    """Raised with on_error = "fail": the stage stops before publishing anything."""
+
+
+def process_inputs(settings: IngestConfig, source: SourceConfig, lang: str, refs: list[str]) -> tuple[list[dict], list[dict], UnitStats]:
+    """Run the chain over some inputs of one source and language: (kept rows, removed rows, statistics)."""
+    chain = DocumentChain(settings, source, lang, load_opt_out_domains(source))
+    kept, removed, stats = [], [], UnitStats()
+    for ref in refs:
+        key = input_key(source, lang, ref)
+        for item in read_input(source, lang, ref):
+            if isinstance(item, InputProblem):
+                if settings.on_error == "fail":
+                    raise InputFailed(f"source {source.name}: {item.message} (on_error = \"fail\"; set \"skip\" to go on)")
+                stats.problems.append({"source": source.name, "lang": lang, **item.record()})
+                continue
+            stats.docs_in += 1
+            stats.bytes_in += len(item.text.encode("utf-8"))
+            row, reason = chain.process(item, key)
+            stats.mojibake_fixed += row["mojibake_fixed"]
+            if reason is None:
+                stats.pii.update(row.pop("pii_counts", {}))
+                kept.append(row)
+            else:
+                row["reason"] = reason
+                stats.removed[reason] += 1
+                removed.append(row)
+    stats.kept = len(kept)
+    return kept, removed, stats
+
+
+def add_dedup_keys(rows: list[dict], settings: IngestConfig) -> None:
+    """Exact-duplicate key and MinHash signature per kept row: what finalize needs to dedup across units."""
+    if not rows:
+        return
+    sigs = minhash_signatures([r["text"] for r in rows], settings.dedup)
+    for row, sig in zip(rows, sigs):
+        row["exact_key"] = exact_key(row["text"])
+        row["signature"] = sig.tobytes()
+
+
+def per_domain_bytes(rows: list[dict]) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for r in rows:
+        out[r["domain"] or "(none)"] += len(r["text"].encode("utf-8"))
+    return dict(out)

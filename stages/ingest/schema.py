@@ -1,0 +1,39 @@
+"""The Parquet schema of the ingest stage's output: what every later stage may rely on.
+
+data/<lang>/part-NNNNN.parquet      kept documents
+rejected/<lang>/part-NNNNN.parquet  removed documents, with `reason` (and `duplicate_of` for duplicates)
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+DOCUMENT_FIELDS = [
+    pa.field("id", pa.string(), nullable=False),  # stable: sha1(source, input, position)[:20]
+    pa.field("text", pa.string(), nullable=False),  # normalized (NFC), PII redacted
+    pa.field("lang", pa.string(), nullable=False),  # declared ISO 639-1 code
+    pa.field("lang_detected", pa.string()),  # what language ID said (cld2 code)
+    pa.field("lang_score", pa.float32()),  # its confidence, 0..1
+    pa.field("source", pa.string(), nullable=False),  # [[ingest.sources]] name
+    pa.field("source_doc_id", pa.string()),  # the source's own id, if it has one
+    pa.field("url", pa.string()),
+    pa.field("domain", pa.string()),  # registrable domain of url (or the source's domain)
+    pa.field("licence", pa.string()),
+    pa.field("collected", pa.string()),  # collection date of the source
+    pa.field("input", pa.string()),  # input file (relative to the source root) or dataset reference
+    pa.field("input_index", pa.int64()),  # line / row / paragraph in that input
+    pa.field("mojibake_fixed", pa.bool_()),
+    pa.field("pii_redactions", pa.int32()),
+    pa.field("n_chars", pa.int32()),
+    pa.field("n_bytes", pa.int32()),
+    pa.field("n_words", pa.int32()),
+]
+
+DOCUMENT_SCHEMA = pa.schema(DOCUMENT_FIELDS)
+REJECTED_SCHEMA = pa.schema(DOCUMENT_FIELDS + [pa.field("reason", pa.string(), nullable=False), pa.field("duplicate_of", pa.string())])
+# Between run_unit and finalize only: dedup keys travel with the kept rows.
+UNIT_KEPT_SCHEMA = pa.schema(DOCUMENT_FIELDS + [pa.field("exact_key", pa.string()), pa.field("signature", pa.binary())])
+
+
+def to_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)
