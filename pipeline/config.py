@@ -27,7 +27,7 @@ class ConfigError(ValueError):
 class StrictModel(BaseModel):
     """Base for every config section: unknown keys are errors, types are not coerced from strings."""
 
-    model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
 
 def check_languages(codes: list[str]) -> list[str]:
