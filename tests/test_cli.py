@@ -1,0 +1,47 @@
+"""The CLI contract: exit codes, one-line errors, not-implemented stages reported honestly, --from/--to/--force."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from pipeline.cli import main
+from pipeline.registry import downstream_of
+from tests.conftest import udhr_source, write_config
+
+
+def test_unimplemented_stage_is_reported_not_faked(tmp_path, capsys):
+    assert main(["stage", "tokenizer", "--run-dir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "stage tokenizer: not implemented yet" in err and err.count("\n") == 1
+    assert not (tmp_path / "r" / "tokenizer").exists()
+    assert main(["run", "--run-dir", str(tmp_path / "r"), "--to", "shards"]) == 2
+    assert main(["evaluate", "--run-dir", str(tmp_path / "r")]) == 2
+
+
+def test_run_stops_after_the_last_built_stage(tmp_path, udhr_dir, capsys):
+    cfg = write_config(tmp_path, udhr_source(udhr_dir), languages='["de", "fr"]')
+    assert main(["run", "--config", str(cfg), "--run-dir", str(tmp_path / "r")]) == 0
+    captured = capsys.readouterr()
+    assert "not implemented yet; running ingest only" in captured.err
+    assert "ingest: ran" in captured.out
+    assert main(["run", "--run-dir", str(tmp_path / "r"), "--force", "ingest"]) == 0
+    assert "ingest: ran" in capsys.readouterr().out
+
+
+def test_bad_config_exits_2_with_one_line(tmp_path):
+    cfg = write_config(tmp_path, "[ingest]\nbogus = true\n")
+    out = subprocess.run([sys.executable, "-m", "pipeline.cli", "status", "--config", str(cfg)], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert out.stderr.strip().count("\n") == 0 and "[ingest.bogus]: unknown key" in out.stderr and str(cfg) in out.stderr
+
+
+def test_force_cascades_downstream():
+    assert downstream_of("tokenizer") == ["tokenizer", "shards", "pretrain", "evaluate", "compliance"]
+    assert downstream_of("evaluate") == ["evaluate", "compliance"]
+
+
+def test_help_is_fast_and_imports_no_heavy_modules():
+    code = "import sys, pipeline.cli as c; c._parser(); print(sorted(m for m in ('torch', 'prefect', 'pyarrow') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,84 @@
+"""The Prefect layer for real: ephemeral mode (one test harness), thread and process task runners, artifacts,
+and a run reporting to a separately started `prefect server start`."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+from tests.conftest import udhr_source, write_config
+
+pytestmark = pytest.mark.slow
+LANGS = '["de", "mt", "el", "hr"]'
+
+
+def _config(tmp_path: Path, udhr_dir: Path, runner: str) -> Path:
+    cfg = write_config(tmp_path, udhr_source(udhr_dir), engine="prefect", languages=LANGS)
+    cfg.write_text(cfg.read_text().replace('engine = "prefect"', f'engine = "prefect"\ntask_runner = "{runner}"'))
+    return cfg
+
+
+def test_prefect_flow_runs_units_as_tasks_and_leaves_an_artifact(prefect_harness, tmp_path, udhr_dir):
+    from prefect.artifacts import Artifact
+
+    (tmp_path / "t").mkdir()
+    (tmp_path / "p").mkdir()
+    threads = _config(tmp_path / "t", udhr_dir, "threads")
+    processes = _config(tmp_path / "p", udhr_dir, "processes")
+    assert main(["run", "--config", str(threads), "--run-dir", str(tmp_path / "run-t")]) == 0
+    assert main(["run", "--config", str(processes), "--run-dir", str(tmp_path / "run-p")]) == 0
+    m_t = json.loads((tmp_path / "run-t" / "ingest" / "manifest.json").read_text())
+    m_p = json.loads((tmp_path / "run-p" / "ingest" / "manifest.json").read_text())
+    assert set(m_t["statistics"]["per_language"]) == {"de", "mt", "el", "hr"}
+    assert m_t["output_digest"] == m_p["output_digest"]  # the runner changes how, never what
+    artifact = Artifact.get("ingest-summary")
+    assert artifact is not None and "| mt |" in artifact.data and "documents kept" in artifact.data
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_flow_reports_to_a_running_prefect_server(tmp_path, udhr_dir):
+    port = _free_port()
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "DO_NOT_TRACK": "1", "PREFECT_UI_ENABLED": "false"}
+    env.pop("PREFECT_API_URL", None)
+    server = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    api = f"http://127.0.0.1:{port}/api"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{api}/health", timeout=2).read()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "prefect server did not start within 120 s"
+                assert server.poll() is None, "prefect server exited"
+                time.sleep(1)
+        cfg = _config(tmp_path, udhr_dir, "threads")
+        run = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--config", str(cfg), "--run-dir", str(tmp_path / "run")],
+                             env={**env, "PREFECT_API_URL": api}, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert "Starting temporary server" not in run.stderr  # it used ours
+        req = urllib.request.Request(f"{api}/flow_runs/filter", data=b"{}", headers={"Content-Type": "application/json"})
+        flow_runs = json.loads(urllib.request.urlopen(req, timeout=10).read())
+        assert {r["name"] for r in flow_runs} >= {"ingest"}
+        assert all(r["state_type"] == "COMPLETED" for r in flow_runs)
+        req = urllib.request.Request(f"{api}/artifacts/filter", data=b"{}", headers={"Content-Type": "application/json"})
+        assert "ingest-summary" in {a["key"] for a in json.loads(urllib.request.urlopen(req, timeout=10).read())}
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
