@@ -1,0 +1,205 @@
+"""Redaction of personal data that has a recognisable shape: e-mail addresses, IP addresses, phone numbers, IBANs.
+
+Why: web text contains contact details of private persons; a model that memorises them can leak them, and
+the GDPR / EU AI Act documentation asks what was done about it. Names need NER (slow, language-specific) and
+are out of scope here; these four kinds are found by regular expressions plus validation.
+
+Why the validation: a false positive damages real text (years, dates, prices, version numbers, ISBNs), so
+every pattern is narrow and then checked:
+- IPv4: four octets 0-255 without leading zeros, not part of a longer dotted number ("1.2.3.4.5").
+- IPv6: candidates must be 8 groups or contain "::" (so times "12:30:45" and MAC addresses never qualify),
+  parse with `ipaddress` and have >= 3 non-empty groups with a digit ("dead::beef", "a::b" stay).
+- IBAN: EU/EEA/CH/GB country code, the country's exact length and the ISO 13616 mod-97 checksum.
+- Phone numbers: international ("+49 30 1234567", "+353 (0)1 234 5678", "0049 30 1234567") with 8-15
+  digits, or national with a trunk 0 ("030 1234567", "01 23 45 67 89", "(01) 234 5678") with 9-12 digits,
+  at least one separator, one kind of separator, and not starting like a date ("01.05.2024 10"). Numbers
+  without a leading + / 0 are never touched: in most EU languages a space or dot is the thousands separator,
+  so "912 345 678" may be a quantity. That misses national numbers without a trunk prefix (es, dk, gr, pt,
+  ...); their international form is caught.
+
+Fast paths skip every regex a document cannot match ("@" for e-mail, a digit for the rest).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Callable
+
+from pydantic import BaseModel, ConfigDict
+
+PII_KINDS: tuple[str, ...] = ("email", "ip", "phone", "iban")
+"""Keys of the counts `redact_pii` returns."""
+
+
+class PiiConfig(BaseModel):
+    """`[ingest.pii]`: which kinds of personal data are replaced, and by what."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    enabled: bool = True
+    """Master switch."""
+    email: bool = True
+    """Redact e-mail addresses."""
+    ip: bool = True
+    """Redact IPv4 and IPv6 addresses."""
+    phone: bool = True
+    """Redact phone numbers (international, and national with a trunk 0)."""
+    iban: bool = True
+    """Redact IBANs of EU/EEA countries, Switzerland and the UK (checksum-validated)."""
+    email_replacement: str = "<EMAIL>"
+    """Text that replaces an e-mail address."""
+    ip_replacement: str = "<IP_ADDRESS>"
+    """Text that replaces an IPv4 or IPv6 address."""
+    phone_replacement: str = "<PHONE>"
+    """Text that replaces a phone number."""
+    iban_replacement: str = "<IBAN>"
+    """Text that replaces an IBAN."""
+
+
+# Performance note: Python's `re` scans fast only when a pattern starts with a character (class); a leading
+# look-behind makes it try every position (~5x slower). So the patterns below consume their first character
+# and then look behind it, e.g. `0(?<![\w.]0)` = "a 0 that does not continue a word or number".
+
+_DIGIT = re.compile(r"\d")
+
+_EMAIL = re.compile(r"(?<![\w.%+\-])[\w%+\-]+(?:\.[\w%+\-]+)*@(?:[^\W_](?:[\w\-]*[^\W_])?\.)+[^\W\d_]{2,}(?![\w\-])")
+
+_OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+_IPV4 = re.compile(rf"(?<![\w.])(?:{_OCTET}\.){{3}}{_OCTET}(?!\w|\.\d)")
+_IPV4_HINT = re.compile(r"\.\d{1,3}\.\d{1,3}\.\d")  # cheap pre-check: three dots between digits
+_IPV6 = re.compile(r"(?<![\w:.])[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?![\w:]|\.\w)")
+
+_IBAN_LENGTHS = {
+    "AT": 20, "BE": 16, "BG": 22, "CY": 28, "CZ": 24, "DE": 22, "DK": 18, "EE": 20, "ES": 24, "FI": 18,
+    "FR": 27, "GR": 27, "HR": 21, "HU": 28, "IE": 22, "IT": 27, "LT": 20, "LU": 20, "LV": 21, "MT": 31,
+    "NL": 18, "PL": 28, "PT": 25, "RO": 24, "SE": 24, "SI": 19, "SK": 24,  # EU 27
+    "IS": 26, "LI": 21, "NO": 15, "CH": 21, "GB": 22,  # EEA, Switzerland, United Kingdom
+}  # fmt: skip
+# country code + 2 check digits + groups of 4 (spaced or not) + a shorter last group; validated in _iban_end
+_IBAN = re.compile(
+    rf"(?:{'|'.join(_IBAN_LENGTHS)})(?<!\w..)\d\d(?:[ \u00a0]?[0-9A-Z]{{4}}){{2,7}}(?:[ \u00a0]?[0-9A-Z]{{1,3}})?\b"
+)
+
+_SEP = r"(?:[ \u00a0]?[\-./][ \u00a0]?|[ \u00a0])"  # one space, or - . / with optional spaces around
+_FREE = r"(?<![\w+\-./,].)"  # after a first character: the character before it is not part of a word/number
+_INTL_REST = rf"[1-9]\d{{0,2}}(?:{_SEP}?\(0\))?(?:{_SEP}?\(?\d{{1,5}}\)?){{1,6}}"  # country code, "(0)", groups
+_NATIONAL_REST = rf"(?:{_SEP}\d{{2,8}}){{1,4}}"  # 1-4 groups, each after a separator
+_PHONE = re.compile(
+    rf"(?:\+{_FREE}{_INTL_REST}"  # +49 30 1234567, +353 (0)1 234 5678
+    rf"|0{_FREE}0{_INTL_REST}"  # 0049 30 1234567
+    rf"|\({_FREE}0\d{{1,4}}\){_NATIONAL_REST}"  # (01) 234 5678
+    rf"|0{_FREE}\d{{1,4}}{_NATIONAL_REST})"  # 030 1234567, 01 23 45 67 89
+    r"(?!\w|[.,\-/]\d)"  # and not followed by more of a word or number
+)
+_BETWEEN_DIGITS = re.compile(r"(?<=\d)\D+(?=\d)")
+_DATE_START = re.compile(r"\d{1,2}([./\-])\d{1,2}\1\d{2,4}(?!\d)")
+
+
+def _count_digits(s: str) -> int:
+    return sum(map(str.isdigit, s))
+
+
+def _ipv6_ok(m: re.Match) -> bool:
+    s = m.group()
+    if "::" not in s and s.count(":") != 7:
+        return False
+    try:
+        ipaddress.IPv6Address(s)
+    except ValueError:
+        return False
+    return sum(1 for g in s.split(":") if g) >= 3 and _DIGIT.search(s) is not None
+
+
+def _iban_end(m: re.Match) -> int | None:
+    """Length of the match prefix that is a valid IBAN (the regex may run into a following word)."""
+    s = m.group()
+    length = _IBAN_LENGTHS[s[:2]]
+    compact, end = [], 0
+    for end, ch in enumerate(s, 1):
+        if ch.isalnum():
+            compact.append(ch)
+            if len(compact) == length:
+                break
+    if len(compact) < length or (end < len(s) and not s[end].isspace()):
+        return None
+    iban = "".join(compact)
+    digits = "".join(str(int(ch, 36)) for ch in iban[4:] + iban[:4])
+    return end if int(digits) % 97 == 1 else None
+
+
+def _phone_ok(m: re.Match) -> bool:
+    s, start = m.group(), m.start()
+    # digits of an IBAN that failed its checksum ("DE89 3704 0044 ...") are no phone number
+    if any(i.start() < start < i.end() for i in _IBAN.finditer(m.string, max(0, start - 40), m.end())):
+        return False
+    if s.startswith(("+", "00")):
+        return 8 <= _count_digits(s.replace("(0)", "")) <= 15
+    if not 9 <= _count_digits(s) <= 12 or _DATE_START.match(s.lstrip("(")):
+        return False
+    # One kind of separator after the area code ("030 / 123 45 67", "01 23 45 67 89"); mixed ones are times
+    # or ranges ("09.00-17.00 18").
+    separators = [run.strip() or " " for run in _BETWEEN_DIGITS.findall(s.replace("(", "").replace(")", " "))]
+    return len(set(separators[1:])) <= 1
+
+
+def _substitute(pattern: re.Pattern, text: str, replacement: str, accept: Callable[[re.Match], bool]):
+    n = 0
+
+    def repl(m: re.Match) -> str:
+        nonlocal n
+        if not accept(m):
+            return m.group()
+        n += 1
+        return replacement
+
+    return pattern.sub(repl, text), n
+
+
+def _substitute_iban(text: str, replacement: str) -> tuple[str, int]:
+    n = 0
+
+    def repl(m: re.Match) -> str:
+        nonlocal n
+        end = _iban_end(m)
+        if end is None:
+            return m.group()
+        n += 1
+        return replacement + m.group()[end:]
+
+    return _IBAN.sub(repl, text), n
+
+
+def redact_pii(text: str, cfg: PiiConfig) -> tuple[str, dict[str, int]]:
+    """Return (text with PII replaced, {kind: number replaced}) with only nonzero kinds in the dict.
+
+    Order: e-mail first (its digits must not become phone numbers), then IBAN, IP and phone numbers.
+    """
+    counts: dict[str, int] = {}
+    if not cfg.enabled:
+        return text, counts
+    if cfg.email and "@" in text:
+        text, n = _EMAIL.subn(cfg.email_replacement, text)
+        if n:
+            counts["email"] = n
+    if not _DIGIT.search(text):
+        return text, counts
+    if cfg.iban:
+        text, n = _substitute_iban(text, cfg.iban_replacement)
+        if n:
+            counts["iban"] = n
+    if cfg.ip:
+        n_ip = 0
+        if "::" in text or text.count(":") >= 7:
+            text, n = _substitute(_IPV6, text, cfg.ip_replacement, _ipv6_ok)
+            n_ip += n
+        if _IPV4_HINT.search(text):
+            text, n = _IPV4.subn(cfg.ip_replacement, text)
+            n_ip += n
+        if n_ip:
+            counts["ip"] = n_ip
+    if cfg.phone and ("0" in text or "+" in text):
+        text, n = _substitute(_PHONE, text, cfg.phone_replacement, _phone_ok)
+        if n:
+            counts["phone"] = n
+    return text, counts
