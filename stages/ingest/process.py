@@ -85,29 +85,29 @@ class DocumentChain:
             "mojibake_fixed": repaired,
             "pii_redactions": 0,
         }
-        _set_lengths(row)
+        reason = self._decide(row)
+        text = row["text"]
+        row["n_chars"], row["n_bytes"], row["n_words"] = len(text), len(text.encode("utf-8")), len(text.split())
+        return row, reason
+
+    def _decide(self, row: dict[str, Any]) -> str | None:
+        text = row["text"]
         if not text.strip():
-            return row, EMPTY
-        if domain and domain in self.opted_out:
-            return row, OPT_OUT
+            return EMPTY
+        if row["domain"] and row["domain"] in self.opted_out:
+            return OPT_OUT
         detected, score, reason = self.langid.decide(self.lang, text)
         row["lang_detected"], row["lang_score"] = detected, float(score)
         if reason:
-            return row, reason
+            return reason
         reason = check_quality(text, self.thresholds)
         if reason:
-            return row, reason
+            return reason
         if self.settings.pii.enabled:
-            text, counts = redact_pii(text, self.settings.pii)
-            row["text"], row["pii_counts"] = text, counts
+            row["text"], counts = redact_pii(text, self.settings.pii)
+            row["pii_counts"] = counts
             row["pii_redactions"] = sum(counts.values())
-            _set_lengths(row)
-        return row, None
-
-
-def _set_lengths(row: dict[str, Any]) -> None:
-    text = row["text"]
-    row["n_chars"], row["n_bytes"], row["n_words"] = len(text), len(text.encode("utf-8")), len(text.split())
+        return None
 
 
 def load_opt_out_domains(source: SourceConfig) -> frozenset[str]:

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Ingestion speed: our chain against datatrove 0.10.1's FineWeb-2 chain, on the same documents, in one run.
+
+Input: ~1 KB documents built from FLORES-200 + NTREX-128 in ../shared/data (bench/reference/make_docs.py).
+Measured, per core (one process):
+  chain   normalize + language ID + quality/repetition filters + PII redaction (our DocumentChain)
+  minhash MinHash signatures over word 5-grams (our minhash_signatures, batches of 1,000 documents)
+and the chain's scaling from 1 to 2 worker processes. The reference runs bench/reference/datatrove_chain.py
+in its own venv (bench/reference/README.md; `--setup-reference` creates it) and the same input.
+Goals (issue 2): >= 5 MB/s per core for each, near-linear 1 -> 2 process scaling.
+
+    .venv/bin/python bench/ingest_bench.py [--data ../shared/data] [--no-reference] [--setup-reference]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+RESULTS = ROOT / "bench" / "results"
+REF_VENV = ROOT / ".cache" / "bench-venv-datatrove"
+
+from stages.ingest.config import IngestConfig, SourceConfig  # noqa: E402
+from stages.ingest.minhash import minhash_signatures  # noqa: E402
+from stages.ingest.process import DocumentChain  # noqa: E402
+from stages.ingest.sources import RawDoc  # noqa: E402
+
+SETTINGS = IngestConfig()  # the production defaults, not tuned for the benchmark
+_chains: dict[str, DocumentChain] = {}
+
+
+def _chain(lang: str) -> DocumentChain:
+    if lang not in _chains:
+        src = SourceConfig(name="bench", kind="jsonl", path="x", licence="x", collected="2025-01")
+        _chains[lang] = DocumentChain(SETTINGS, src, lang)
+    return _chains[lang]
+
+
+def run_chain(docs: list[dict]) -> tuple[int, int]:
+    kept = 0
+    for i, d in enumerate(docs):
+        _, reason = _chain(d["lang"]).process(RawDoc(d["text"], i), "bench")
+        kept += reason is None
+    return kept, len(docs)
+
+
+def timed(fn, *args, clock=time.process_time):
+    """CPU seconds of this process by default: "per core" on a machine other work may share."""
+    t0 = clock()
+    out = fn(*args)
+    return out, clock() - t0
+
+
+def load_docs(data: Path) -> list[dict]:
+    out = RESULTS / "reference_docs.jsonl"
+    if not out.exists():
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        rc = subprocess.run([sys.executable, str(ROOT / "bench/reference/make_docs.py"), "--data-dir", str(data), "--out", str(out)]).returncode
+        if rc:
+            sys.exit(rc)
+    return [json.loads(line) for line in out.open(encoding="utf-8")]
+
+
+def reference(input_path: Path, setup: bool) -> dict | None:
+    py = REF_VENV / "bin" / "python"
+    if not py.exists():
+        if not setup:
+            print(f"(reference skipped: no datatrove venv at {REF_VENV}; rerun with --setup-reference)", file=sys.stderr)
+            return None
+        subprocess.run([sys.executable, "-m", "venv", str(REF_VENV)], check=True)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", "-r", str(ROOT / "bench/reference/requirements-datatrove.txt")], check=True)
+    out = subprocess.run([str(py), str(ROOT / "bench/reference/datatrove_chain.py"), "--input", str(input_path)],
+                         capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    if out.returncode:
+        print(out.stderr[-3000:], file=sys.stderr)
+        return None
+    return json.loads(out.stdout)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    ap.add_argument("--no-reference", action="store_true")
+    ap.add_argument("--setup-reference", action="store_true")
+    args = ap.parse_args()
+    if not args.data.exists():
+        print(f"benchmark data not found at {args.data} (../shared/data is not part of a clone); nothing measured")
+        return 0
+    docs = load_docs(args.data)
+    mb = sum(len(d["text"].encode()) for d in docs) / 1e6
+    print(f"input: {len(docs):,} documents, {mb:.2f} MB, {len({d['lang'] for d in docs})} languages", file=sys.stderr)
+
+    run_chain(docs[:200])  # warm-up: imports, compiled regexes, cld2 tables
+    (kept, n), t_chain = timed(run_chain, docs)
+    minhash_signatures([d["text"] for d in docs[:100]], SETTINGS.dedup)
+    texts = [d["text"] for d in docs]
+    _, t_mh = timed(lambda: [minhash_signatures(texts[i : i + 1000], SETTINGS.dedup) for i in range(0, len(texts), 1000)])
+
+    halves = [docs[0::2], docs[1::2]]
+    with mp.get_context("fork").Pool(2) as pool:
+        pool.map(run_chain, [docs[:100], docs[100:200]])  # warm both workers
+        _, t_two = timed(pool.map, run_chain, halves, clock=time.perf_counter)
+    _, t_one_wall = timed(run_chain, docs, clock=time.perf_counter)
+
+    ours = {"chain_mb_per_s": mb / t_chain, "minhash_mb_per_s": mb / t_mh, "two_process_speedup": t_one_wall / t_two,
+            "kept": kept, "docs": n, "chain_seconds": t_chain, "minhash_seconds": t_mh, "two_process_seconds": t_two, "one_process_wall_seconds": t_one_wall}
+    ref = None if args.no_reference else reference(RESULTS / "reference_docs.jsonl", args.setup_reference)
+
+    print(f"\n{'measure':<34}{'ours':>12}{'datatrove':>12}{'ratio':>9}{'goal':>12}")
+    rows = [("filter chain, MB/s per core", ours["chain_mb_per_s"], ref and ref["filters"]["mb_per_s"], ">= 5 MB/s"),
+            ("MinHash signatures, MB/s per core", ours["minhash_mb_per_s"], ref and ref["minhash"]["mb_per_s"], ">= 5 MB/s"),
+            ("chain speed-up 1 -> 2 processes", ours["two_process_speedup"], None, "~2x")]
+    for name, a, b, goal in rows:
+        ratio = f"{a / b:>8.1f}x" if b else f"{'-':>9}"
+        print(f"{name:<34}{a:>12.2f}{(f'{b:.2f}' if b else '-'):>12}{ratio}{goal:>12}")
+    print(f"\nkept {kept:,} of {n:,} documents (production defaults)"
+          + (f"; datatrove kept {ref['filters']['kept']:,} (fell back to a whitespace tokenizer for {ref['filters'].get('fallback_languages')})" if ref else ""))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "ingest_bench.json").write_text(json.dumps({"ours": ours, "datatrove": ref}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
