@@ -29,6 +29,7 @@ DEPENDS_ON: dict[str, tuple[str, ...]] = {
 # stage -> ("module:StageClass", "module:ConfigModel")
 _IMPLEMENTATIONS: dict[str, tuple[str, str]] = {
     "ingest": ("stages.ingest.stage:IngestStage", "stages.ingest.config:IngestConfig"),
+    "tokenizer": ("stages.tokenizer.stage:TokenizerStage", "stages.tokenizer.config:TokenizerConfig"),
 }
 
 # Where the work on a missing stage is tracked, so "not implemented" points somewhere useful.

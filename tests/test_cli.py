@@ -11,22 +11,25 @@ from tests.conftest import udhr_source, write_config
 
 
 def test_unimplemented_stage_is_reported_not_faked(tmp_path, capsys):
-    assert main(["stage", "tokenizer", "--run-dir", str(tmp_path / "r")]) == 2
+    assert main(["stage", "shards", "--run-dir", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
-    assert "stage tokenizer: not implemented yet" in err and err.count("\n") == 1
-    assert not (tmp_path / "r" / "tokenizer").exists()
+    assert "stage shards: not implemented yet" in err and err.count("\n") == 1
+    assert not (tmp_path / "r" / "shards").exists()
     assert main(["run", "--run-dir", str(tmp_path / "r"), "--to", "shards"]) == 2
     assert main(["evaluate", "--run-dir", str(tmp_path / "r")]) == 2
 
 
 def test_run_stops_after_the_last_built_stage(tmp_path, udhr_dir, capsys):
-    cfg = write_config(tmp_path, udhr_source(udhr_dir), languages='["de", "fr"]')
-    assert main(["run", "--config", str(cfg), "--run-dir", str(tmp_path / "r")]) == 0
-    captured = capsys.readouterr()
-    assert "not implemented yet; running ingest only" in captured.err
-    assert "ingest: ran" in captured.out
-    assert main(["run", "--run-dir", str(tmp_path / "r"), "--force", "ingest"]) == 0
+    cfg = write_config(tmp_path, udhr_source(udhr_dir) + '[tokenizer]\nvocab_size = 1000\nreserved_tokens = 0\n', languages='["de", "fr"]')
+    assert main(["run", "--config", str(cfg), "--run-dir", str(tmp_path / "r"), "--to", "tokenizer"]) == 0
     assert "ingest: ran" in capsys.readouterr().out
+    assert main(["run", "--run-dir", str(tmp_path / "r")]) == 0
+    captured = capsys.readouterr()
+    assert "are not implemented yet; running ingest -> tokenizer only" in captured.err
+    assert "ingest: fresh, skipped" not in captured.out and "fresh, nothing to do" in captured.out
+    assert main(["run", "--run-dir", str(tmp_path / "r"), "--force", "tokenizer"]) == 0
+    out = capsys.readouterr().out
+    assert "tokenizer: ran" in out and "ingest: ran" not in out
 
 
 def test_bad_config_exits_2_with_one_line(tmp_path):

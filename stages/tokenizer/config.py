@@ -1,0 +1,62 @@
+"""Settings of the tokenizer stage: `[tokenizer]`, `[tokenizer.sample]`, `[tokenizer.report]`."""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from pipeline.config import StrictModel
+
+
+class SampleConfig(StrictModel):
+    """How much text of each language the tokenizer sees (the corpus itself is never loaded whole).
+
+    UniMax (Chung et al. 2023): every language gets an equal share of the character budget, capped at
+    `max_passes` passes over its data; what a small language cannot use goes to the larger ones. Temperature
+    sampling draws shares proportional to (size share)^(1/temperature), also capped at `max_passes`.
+    """
+
+    policy: Literal["unimax", "temperature"] = "unimax"
+    budget_chars: int = Field(50_000_000, ge=1_000, description="Characters of text in the training sample, all languages together.")
+    max_passes: float = Field(4.0, gt=0, description="At most this many passes over one language's text.")
+    temperature: float = Field(3.33, ge=1.0, description="For policy temperature: 1 = proportional, larger = flatter.")
+    max_line_chars: int = Field(4096, ge=16, description="Longer lines are cut (SentencePiece skips overlong sentences).")
+
+
+class ReportConfig(StrictModel):
+    """Fairness metrics. Parity needs parallel text: an ingest source whose documents align across languages
+    by position (the UDHR demo source), or a folder in the FLORES-200 layout (<flores code>.<split> files, one
+    sentence per line)."""
+
+    parallel_source: str | None = Field(None, description="Name of an ingest source whose documents are parallel (aligned by input_index).")
+    parallel_path: str | None = Field(None, description="Folder of FLORES-200-style files, e.g. .../flores200/devtest.")
+    max_parity: float | None = Field(None, gt=0, description="Fail the stage when a language costs more than this many times English.")
+    reference_language: str = "en"
+
+    @field_validator("parallel_path")
+    @classmethod
+    def _resolve(cls, v: str | None, info: ValidationInfo) -> str | None:
+        base = (info.context or {}).get("base_dir")
+        if v and not os.path.isabs(v) and base is not None:
+            return os.path.normpath(os.path.join(base, v))
+        return v
+
+
+class TokenizerConfig(StrictModel):
+    model_type: Literal["bpe", "unigram"] = "bpe"
+    vocab_size: int = Field(32_000, ge=300, le=1_048_576, description="Including special and byte-fallback pieces.")
+    character_coverage: float = Field(0.9999, gt=0.9, le=1.0)
+    reserved_tokens: int = Field(16, ge=0, description="<|reserved_N|> tokens kept free for later use (chat, tools).")
+    user_defined_symbols: list[str] = Field(default_factory=list, description="Extra tokens never split.")
+    num_threads: int = Field(2, ge=1)
+    max_sentences: int = Field(20_000_000, ge=1_000, description="Upper bound on sample lines (SentencePiece memory).")
+    sample: SampleConfig = Field(default_factory=SampleConfig)
+    report: ReportConfig = Field(default_factory=ReportConfig)
+
+    @model_validator(mode="after")
+    def _one_parallel(self) -> TokenizerConfig:
+        if self.report.parallel_source and self.report.parallel_path:
+            raise ValueError("report: set parallel_source or parallel_path, not both")
+        return self

@@ -1,0 +1,145 @@
+"""Fairness of a tokenizer across the 24 languages: fertility, bytes per token, parity, byte fallback.
+
+Parity (Petrov et al. 2023) is the one that matters for cost: tokens for a text in language L divided by
+tokens for the same text in English, so it needs parallel text. Fertility (tokens per whitespace word) and
+bytes per token need none and are reported for every language.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pipeline.languages import LANGUAGES
+
+
+def parallel_from_ingest(data_dir: Path, source: str, languages: list[str]) -> dict[str, dict[str, str]]:
+    """Documents of one ingest source keyed by their position in the input (aligned across languages)."""
+    import pyarrow.parquet as pq
+
+    out: dict[str, dict[str, str]] = {}
+    for lang in languages:
+        texts: dict[str, str] = {}
+        for path in sorted((data_dir / lang).glob("part-*.parquet")):
+            for row in pq.read_table(path, columns=["source", "input_index", "text"]).to_pylist():
+                if row["source"] == source:
+                    texts[str(row["input_index"])] = row["text"]
+        out[lang] = texts
+    return out
+
+
+def parallel_from_flores(folder: Path, languages: list[str]) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """FLORES-200 layout: <flores code>.<split> with one sentence per line. Returns (texts, missing languages)."""
+    out, missing = {}, []
+    for lang in languages:
+        files = sorted(glob.glob(os.path.join(folder, f"{LANGUAGES[lang].flores}.*")))
+        if not files:
+            missing.append(lang)
+            continue
+        lines = Path(files[0]).read_text(encoding="utf-8").splitlines()
+        out[lang] = {str(i): line for i, line in enumerate(lines) if line.strip()}
+    return out, missing
+
+
+def sample_from_ingest(data_dir: Path, languages: list[str], max_docs: int = 2000) -> dict[str, dict[str, str]]:
+    import pyarrow.parquet as pq
+
+    out = {}
+    for lang in languages:
+        texts: dict[str, str] = {}
+        for path in sorted((data_dir / lang).glob("part-*.parquet")):
+            for row in pq.read_table(path, columns=["id", "text"]).slice(0, max_docs - len(texts)).to_pylist():
+                texts[row["id"]] = row["text"]
+            if len(texts) >= max_docs:
+                break
+        out[lang] = texts
+    return out
+
+
+def measure(model_path: Path, texts: dict[str, dict[str, str]], reference: str, parallel: bool) -> dict[str, dict[str, Any]]:
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(model_path))
+    is_byte = [sp.IsByte(i) for i in range(sp.GetPieceSize())]
+    tokens_by_lang: dict[str, dict[str, int]] = {}
+    result: dict[str, dict[str, Any]] = {}
+    for lang, docs in texts.items():
+        keys = sorted(docs)
+        ids = sp.encode([docs[k] for k in keys])
+        tokens_by_lang[lang] = {k: len(x) for k, x in zip(keys, ids)}
+        n_tokens = sum(len(x) for x in ids)
+        n_words = sum(len(docs[k].split()) for k in keys)
+        n_bytes = sum(len(docs[k].encode("utf-8")) for k in keys)
+        n_fallback = sum(is_byte[t] for x in ids for t in x)
+        result[lang] = {
+            "texts": len(keys), "tokens": n_tokens, "words": n_words, "bytes": n_bytes,
+            "fertility": round(n_tokens / n_words, 4) if n_words else None,
+            "bytes_per_token": round(n_bytes / n_tokens, 4) if n_tokens else None,
+            "byte_fallback_rate": round(n_fallback / n_tokens, 6) if n_tokens else None,
+            "parity": None,
+        }
+    if parallel and reference in tokens_by_lang:
+        ref = tokens_by_lang[reference]
+        for lang, toks in tokens_by_lang.items():
+            shared = [k for k in toks if k in ref]
+            denom = sum(ref[k] for k in shared)
+            if shared and denom:
+                result[lang]["parity"] = round(sum(toks[k] for k in shared) / denom, 4)
+                result[lang]["parallel_texts"] = len(shared)
+    return result
+
+
+def write_reports(metrics: dict[str, dict[str, Any]], meta: dict[str, Any], out_dir: Path) -> list[Path]:
+    (out_dir / "report.json").write_text(json.dumps({"meta": meta, "languages": metrics}, indent=2, ensure_ascii=False) + "\n")
+    lines = [
+        f"# Tokenizer report: {meta['model_type']} {meta['vocab_size']:,} pieces",
+        "",
+        f"Evaluation text: {meta['evaluation_text']}. Parity = tokens for the same text / tokens in English "
+        f"(1.0 = as cheap as English). Fertility = tokens per whitespace-separated word.",
+        "",
+        "| language | parity | fertility | bytes/token | byte fallback | texts |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    fmt = lambda v, spec: "n/a" if v is None else format(v, spec)  # noqa: E731
+    for lang, m in metrics.items():
+        lines.append(f"| {lang} {LANGUAGES[lang].english_name} | {fmt(m['parity'], '.3f')} | {fmt(m['fertility'], '.3f')} | "
+                     f"{fmt(m['bytes_per_token'], '.2f')} | {fmt(m['byte_fallback_rate'], '.2%')} | {m['texts']:,} |")
+    parities = [m["parity"] for m in metrics.values() if m["parity"] is not None]
+    if parities:
+        worst = max(metrics, key=lambda lang: metrics[lang]["parity"] or 0)
+        lines += ["", f"Worst parity: {worst} at {metrics[worst]['parity']:.3f}; median {sorted(parities)[len(parities) // 2]:.3f}."]
+    if meta.get("missing_languages"):
+        lines += ["", f"No evaluation text for: {', '.join(meta['missing_languages'])}."]
+    (out_dir / "report.md").write_text("\n".join(lines) + "\n")
+    _plot(metrics, meta, out_dir / "report.png")
+    return [out_dir / "report.json", out_dir / "report.md", out_dir / "report.png"]
+
+
+def _plot(metrics: dict[str, dict[str, Any]], meta: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    langs = list(metrics)
+    has_parity = any(metrics[lang]["parity"] is not None for lang in langs)
+    panels = [("parity", "parity vs English (lower is fairer)")] if has_parity else []
+    panels.append(("fertility", "fertility (tokens per word)"))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(11, 3.2 * len(panels)), squeeze=False)
+    for ax, (key, title) in zip(axes[:, 0], panels):
+        values = [metrics[lang][key] or 0 for lang in langs]
+        ax.bar(langs, values, color="#3b6ea8")
+        if key == "parity":
+            ax.axhline(1.0, color="black", linewidth=0.8)
+            if meta.get("max_parity"):
+                ax.axhline(meta["max_parity"], color="#c0392b", linestyle="--", linewidth=1, label=f"gate {meta['max_parity']}")
+                ax.legend(loc="upper right")
+        ax.set_title(title, fontsize=10)
+        ax.tick_params(axis="x", labelsize=8)
+    fig.suptitle(f"{meta['model_type']} {meta['vocab_size']:,} pieces on {meta['evaluation_text']}", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, metadata={"Software": None})  # no version/date metadata: stable bytes
+    plt.close(fig)

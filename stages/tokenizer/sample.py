@@ -1,0 +1,75 @@
+"""A language-balanced, bounded, deterministic training sample for SentencePiece.
+
+The plan decides characters per language from the ingest manifest's counts (no data read); the writer
+streams one language's Parquet files and keeps each document with a probability derived from its id, so
+the sample is reproducible, needs O(1) memory and does not depend on the order units run in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from stages.tokenizer.config import SampleConfig
+
+
+@dataclass(frozen=True)
+class LanguageShare:
+    lang: str
+    available_chars: int
+    target_chars: int
+    passes: float  # target / available
+
+
+def plan_sample(available: dict[str, int], cfg: SampleConfig) -> dict[str, LanguageShare]:
+    """Characters per language under the configured policy, capped at max_passes over each language."""
+    caps = {lang: int(cfg.max_passes * chars) for lang, chars in available.items()}
+    if cfg.policy == "unimax":
+        target, remaining = {}, cfg.budget_chars
+        order = sorted(available, key=lambda lang: (available[lang], lang))
+        for i, lang in enumerate(order):
+            share = remaining / (len(order) - i)
+            target[lang] = int(min(share, caps[lang]))
+            remaining -= target[lang]
+    else:
+        total = sum(available.values()) or 1
+        weights = {lang: (chars / total) ** (1.0 / cfg.temperature) for lang, chars in available.items()}
+        norm = sum(weights.values()) or 1.0
+        target = {lang: int(min(cfg.budget_chars * w / norm, caps[lang])) for lang, w in weights.items()}
+    return {
+        lang: LanguageShare(lang, available[lang], target[lang], target[lang] / available[lang] if available[lang] else 0.0)
+        for lang in sorted(available)
+    }
+
+
+def _keep_fraction(doc_id: str, seed: int, fraction: float) -> bool:
+    h = int.from_bytes(hashlib.blake2b(f"{seed}:{doc_id}".encode(), digest_size=8).digest(), "big")
+    return h < fraction * 2**64
+
+
+def write_language_sample(parquet_files: list[Path], share: LanguageShare, seed: int, max_line_chars: int, out: Path) -> dict:
+    """Write the language's lines (non-empty, cut at max_line_chars) to `out`; whole passes first, then a
+    seeded fraction of documents for the remainder. Returns what was written."""
+    import pyarrow.parquet as pq
+
+    full_passes = math.floor(share.passes)
+    fraction = share.passes - full_passes
+    chars = lines = docs = 0
+    with open(out, "w", encoding="utf-8") as f:
+        for p in range(full_passes + (1 if fraction > 0 else 0)):
+            partial = p == full_passes
+            for path in parquet_files:
+                for batch in pq.ParquetFile(path).iter_batches(columns=["id", "text"], batch_size=2048):
+                    for doc_id, text in zip(batch.column("id").to_pylist(), batch.column("text").to_pylist()):
+                        if partial and not _keep_fraction(doc_id, seed + p, fraction):
+                            continue
+                        docs += 1
+                        for line in text.split("\n"):
+                            line = line.strip()[:max_line_chars]
+                            if line:
+                                f.write(line + "\n")
+                                chars += len(line)
+                                lines += 1
+    return {"lang": share.lang, "chars": chars, "lines": lines, "documents": docs}

@@ -1,0 +1,139 @@
+"""The tokenizer stage: a language-balanced sample of the ingested corpus -> SentencePiece -> HF export -> report.
+
+Units sample one language each (streamed, bounded); finalize trains on all samples (one job: SentencePiece
+is not distributed), exports the Hugging Face files torchtitan reads, checks that both encode identically
+and writes the fairness report. The optional parity gate fails the stage before anything is published.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pipeline import progress
+from pipeline.manifest import Manifest, sha256_file
+from pipeline.stage import StageContext, StageError, StageOutcome, Unit
+from stages.tokenizer.config import TokenizerConfig
+
+
+class TokenizerStage:
+    name = "tokenizer"
+    code_version = "1"
+
+    def input_signature(self, ctx: StageContext) -> Any:
+        path = self._settings(ctx).report.parallel_path
+        if not path or not os.path.isdir(path):
+            return None
+        return sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in Path(path).iterdir() if p.is_file())
+
+    def plan(self, ctx: StageContext) -> list[Unit]:
+        from stages.tokenizer.sample import plan_sample
+
+        cfg = self._settings(ctx)
+        per_lang = ctx.upstream["ingest"].statistics["per_language"]
+        available = {lang: int(per_lang.get(lang, {}).get("kept_chars", 0)) for lang in ctx.config.run.languages}
+        empty = [lang for lang, chars in available.items() if chars == 0]
+        if empty:
+            raise StageError(
+                f"stage tokenizer: no ingested text for {', '.join(empty)} (ingest kept 0 documents); add sources for "
+                f"{'it' if len(empty) == 1 else 'them'} or remove {'it' if len(empty) == 1 else 'them'} from [run].languages"
+            )
+        shares = plan_sample(available, cfg.sample)
+        return [Unit(f"sample-{lang}", {"lang": lang, "available_chars": s.available_chars, "target_chars": s.target_chars,
+                                         "passes": s.passes}) for lang, s in shares.items()]
+
+    def run_unit(self, ctx: StageContext, unit: Unit, out_dir: Path) -> dict[str, Any]:
+        from stages.tokenizer.sample import LanguageShare, write_language_sample
+
+        cfg = self._settings(ctx)
+        p = unit.payload
+        share = LanguageShare(p["lang"], p["available_chars"], p["target_chars"], p["passes"])
+        files = sorted((ctx.upstream_dir("ingest") / "data" / p["lang"]).glob("part-*.parquet"))
+        written = write_language_sample(files, share, ctx.config.run.seed, cfg.sample.max_line_chars, out_dir / "sample.txt")
+        return {**p, **written, "sha256": sha256_file(out_dir / "sample.txt")}
+
+    def finalize(self, ctx: StageContext, results: dict[str, dict[str, Any]], out_dir: Path) -> StageOutcome:
+        from stages.tokenizer.hf_export import check_equivalence, export_hf
+        from stages.tokenizer.report import measure, parallel_from_flores, parallel_from_ingest, sample_from_ingest, write_reports
+        from stages.tokenizer.train import VocabularyTooLarge, special_tokens, train_sentencepiece
+
+        cfg = self._settings(ctx)
+        languages = ctx.config.run.languages
+        samples = [ctx.work_dir / uid / "sample.txt" for uid in sorted(results)]
+        lines = sum(r["lines"] for r in results.values())
+        progress.note(self.name, f"training SentencePiece {cfg.model_type} ({cfg.vocab_size:,} pieces) on {lines:,} lines")
+        try:
+            model = train_sentencepiece(samples, out_dir / "tokenizer", cfg, ctx.config.run.seed)
+        except VocabularyTooLarge as e:
+            raise StageError(f"stage tokenizer: [tokenizer].vocab_size = {e.asked} is more than the sample supports "
+                             f"(at most {e.maximum}); lower vocab_size or raise [tokenizer.sample].budget_chars") from None
+        export_hf(model, out_dir)
+
+        # Evaluation text: parallel if configured, else a slice of the ingested corpus (no parity then).
+        data_dir = ctx.upstream_dir("ingest") / "data"
+        missing: list[str] = []
+        if cfg.report.parallel_source:
+            texts, description, parallel = parallel_from_ingest(data_dir, cfg.report.parallel_source, languages), \
+                f"ingest source {cfg.report.parallel_source!r} (parallel)", True
+            missing = [lang for lang, t in texts.items() if not t]
+            if len(missing) == len(languages):
+                raise StageError(f"stage tokenizer: [tokenizer.report].parallel_source = {cfg.report.parallel_source!r} "
+                                 f"matches no ingested documents; use the name of an [[ingest.sources]] entry")
+        elif cfg.report.parallel_path:
+            if not os.path.isdir(cfg.report.parallel_path):
+                raise StageError(f"stage tokenizer: [tokenizer.report].parallel_path {cfg.report.parallel_path} is not a folder; "
+                                 f"point it at a FLORES-200 split folder (e.g. flores200/devtest)")
+            texts, missing = parallel_from_flores(Path(cfg.report.parallel_path), languages)
+            description, parallel = f"{cfg.report.parallel_path} (parallel)", True
+        else:
+            texts, description, parallel = sample_from_ingest(data_dir, languages), "ingested documents (not parallel: no parity)", False
+        texts = {lang: t for lang, t in texts.items() if t}
+
+        mismatches = check_equivalence(model, out_dir / "tokenizer.json", [t for d in texts.values() for t in d.values()])
+        if mismatches:
+            raise StageError(f"stage tokenizer: the Hugging Face export encodes {len(mismatches)} text(s) differently from "
+                             f"the SentencePiece model, e.g. {mismatches[0][1][:80]!r}; this is a bug in hf_export.py")
+        metrics = measure(model, texts, cfg.report.reference_language, parallel)
+        meta = {"model_type": cfg.model_type, "vocab_size": cfg.vocab_size, "evaluation_text": description,
+                "max_parity": cfg.report.max_parity, "missing_languages": missing}
+        write_reports(metrics, meta, out_dir)
+
+        over = {lang: m["parity"] for lang, m in metrics.items() if cfg.report.max_parity and (m["parity"] or 0) > cfg.report.max_parity}
+        if over:
+            worst = ", ".join(f"{lang} {v:.2f}" for lang, v in sorted(over.items(), key=lambda kv: -kv[1]))
+            raise StageError(f"stage tokenizer: parity gate failed: {worst} exceed [tokenizer.report].max_parity = "
+                             f"{cfg.report.max_parity}; raise vocab_size or the sample budget for these languages, or relax the gate")
+
+        parities = {lang: m["parity"] for lang, m in metrics.items() if m["parity"] is not None}
+        statistics = {
+            "sample": {"policy": cfg.sample.policy, "budget_chars": cfg.sample.budget_chars, "max_passes": cfg.sample.max_passes,
+                       "per_language": {r["lang"]: {k: r[k] for k in ("available_chars", "target_chars", "passes", "chars", "lines", "documents", "sha256")}
+                                        for r in results.values()},
+                       "total_chars": sum(r["chars"] for r in results.values()), "total_lines": lines},
+            "model": {"type": cfg.model_type, "vocab_size": cfg.vocab_size, "byte_fallback": True, "normalization": "identity",
+                      "special_tokens": ["<unk>", "<s>", "</s>", "<pad>", *special_tokens(cfg)]},
+            "evaluation_text": description,
+            "hf_equivalence_checked_texts": sum(len(t) for t in texts.values()),
+            "metrics": metrics,
+            "missing_languages": missing,
+        }
+        summary = {"vocab": cfg.vocab_size, "languages": len(metrics), "sample MB": round(statistics["sample"]["total_chars"] / 1e6, 2)}
+        if parities:
+            worst = max(parities, key=parities.__getitem__)
+            summary["worst parity"] = f"{worst} {parities[worst]:.2f}"
+        return StageOutcome(statistics=statistics, summary=summary)
+
+    def summary_markdown(self, manifest: Manifest) -> str:
+        s = manifest.statistics
+        lines = [f"# tokenizer: {s['model']['type']} {s['model']['vocab_size']:,} pieces", "",
+                 f"Evaluated on {s['evaluation_text']}.", "", "| language | sample chars | passes | parity | fertility |", "|---|---:|---:|---:|---:|"]
+        for lang, m in s["metrics"].items():
+            smp = s["sample"]["per_language"].get(lang, {})
+            parity = "n/a" if m["parity"] is None else f"{m['parity']:.3f}"
+            lines.append(f"| {lang} | {smp.get('chars', 0):,} | {smp.get('passes', 0):.2f} | {parity} | {m['fertility']:.3f} |")
+        return "\n".join(lines) + "\n"
+
+    @staticmethod
+    def _settings(ctx: StageContext) -> TokenizerConfig:
+        return ctx.settings  # type: ignore[return-value]

@@ -1,0 +1,138 @@
+"""The tokenizer stage on the real UDHR corpus: sampling caps, training, export, report, gate, bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.executor import statuses
+from pipeline.languages import EU_LANGUAGE_CODES
+from pipeline.runconfig import resolve
+from stages.tokenizer.config import SampleConfig
+from stages.tokenizer.sample import plan_sample
+from tests.conftest import udhr_source, write_config
+
+TOKENIZER = """
+[tokenizer]
+vocab_size = 2000
+reserved_tokens = 4
+[tokenizer.sample]
+budget_chars = 1_500_000
+max_passes = 3
+[tokenizer.report]
+parallel_source = "udhr"
+"""
+
+
+def test_unimax_gives_equal_shares_capped_at_max_passes():
+    available = {"mt": 1_000, "ga": 5_000, "de": 1_000_000, "en": 2_000_000}
+    plan = plan_sample(available, SampleConfig(policy="unimax", budget_chars=100_000, max_passes=4))
+    assert plan["mt"].target_chars == 4_000 and plan["mt"].passes == pytest.approx(4.0)  # capped
+    assert plan["ga"].target_chars == 20_000  # capped
+    assert plan["de"].target_chars == plan["en"].target_chars == 38_000  # leftover shared equally
+    assert sum(s.target_chars for s in plan.values()) == 100_000
+    assert all(s.passes <= 4.0 for s in plan.values())
+
+
+def test_temperature_flattens_but_respects_the_cap():
+    available = {"mt": 1_000, "de": 1_000_000}
+    proportional = plan_sample(available, SampleConfig(policy="temperature", temperature=1.0, budget_chars=100_000, max_passes=100))
+    flat = plan_sample(available, SampleConfig(policy="temperature", temperature=5.0, budget_chars=100_000, max_passes=2))
+    assert proportional["mt"].target_chars < 200
+    assert flat["mt"].target_chars == 2_000 and flat["mt"].passes == pytest.approx(2.0)
+
+
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory, udhr_dir):
+    tmp = tmp_path_factory.mktemp("tok")
+    cfg = write_config(tmp, udhr_source(udhr_dir) + TOKENIZER)
+    run_dir = tmp / "run"
+    assert main(["stage", "ingest", "--config", str(cfg), "--run-dir", str(run_dir)]) == 0
+    return tmp, cfg, run_dir
+
+
+@pytest.fixture(scope="module")
+def trained(ingested):
+    tmp, cfg, run_dir = ingested
+    assert main(["stage", "tokenizer", "--run-dir", str(run_dir)]) == 0
+    return tmp, cfg, run_dir
+
+
+def test_tokenizer_stage_writes_model_export_and_report(trained):
+    _, _, run_dir = trained
+    out = run_dir / "tokenizer"
+    for name in ("tokenizer.model", "tokenizer.json", "tokenizer_config.json", "report.json", "report.md", "report.png"):
+        assert (out / name).stat().st_size > 0, name
+    m = json.loads((out / "manifest.json").read_text())
+    metrics = m["statistics"]["metrics"]
+    assert set(metrics) == set(EU_LANGUAGE_CODES)
+    assert metrics["en"]["parity"] == 1.0 and all(v["parity"] > 0.5 for v in metrics.values())
+    assert m["statistics"]["hf_equivalence_checked_texts"] > 600
+    sample = m["statistics"]["sample"]["per_language"]
+    assert all(s["passes"] <= 3.0 + 1e-9 for s in sample.values())
+    assert sum(s["chars"] for s in sample.values()) > 0.8 * sum(s["target_chars"] for s in sample.values())
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(out / "tokenizer.model"))
+    assert sp.GetPieceSize() == 2000 and sp.PieceToId("<|reserved_3|>") > 3
+    assert "| mt Maltese |" in (out / "report.md").read_text()
+
+
+def test_rerun_skips_and_vocab_change_restales_tokenizer_not_ingest(trained, tmp_path, capsys):
+    tmp, cfg, run_dir = trained
+    assert main(["stage", "tokenizer", "--run-dir", str(run_dir)]) == 0
+    assert "fresh, nothing to do" in capsys.readouterr().out
+    changed = tmp_path / "changed.toml"
+    changed.write_text(cfg.read_text().replace("vocab_size = 2000", "vocab_size = 2500"))
+    rd, config = resolve(str(changed), str(run_dir))
+    state = {s.name: s.state for s in statuses(rd, config)}
+    assert state["ingest"] == "fresh" and state["tokenizer"] == "stale"
+
+
+def test_training_is_deterministic(trained, tmp_path):
+    _, _, run_dir = trained
+    first = json.loads((run_dir / "tokenizer" / "manifest.json").read_text())
+    assert main(["stage", "tokenizer", "--run-dir", str(run_dir), "--force"]) == 0
+    again = json.loads((run_dir / "tokenizer" / "manifest.json").read_text())
+    assert again["output_digest"] == first["output_digest"]
+
+
+def test_parity_gate_fails_the_stage_and_publishes_nothing(ingested, tmp_path, capsys):
+    tmp, cfg, run_dir = ingested
+    gated = tmp_path / "gated.toml"
+    gated.write_text(cfg.read_text().replace('parallel_source = "udhr"', 'parallel_source = "udhr"\nmax_parity = 1.05'))
+    other = tmp_path / "run"
+    shutil.copytree(run_dir / "ingest", other / "ingest")
+    assert main(["stage", "ingest", "--config", str(gated), "--run-dir", str(other)]) == 0
+    assert main(["stage", "tokenizer", "--run-dir", str(other)]) == 1
+    err = capsys.readouterr().err
+    assert "parity gate failed" in err and "max_parity = 1.05" in err
+    assert not (other / "tokenizer").exists()
+
+
+def test_vocab_too_large_names_the_setting(ingested, tmp_path, capsys):
+    tmp, cfg, run_dir = ingested
+    big = tmp_path / "big.toml"
+    big.write_text(cfg.read_text().replace("vocab_size = 2000", "vocab_size = 200000"))
+    other = tmp_path / "run"
+    shutil.copytree(run_dir / "ingest", other / "ingest")
+    assert main(["stage", "ingest", "--config", str(big), "--run-dir", str(other)]) == 0
+    assert main(["stage", "tokenizer", "--run-dir", str(other)]) == 1
+    err = capsys.readouterr().err
+    assert "[tokenizer].vocab_size = 200000 is more than the sample supports (at most" in err
+
+
+def test_language_without_text_and_missing_ingest(tmp_path, udhr_dir, capsys):
+    # Maltese declared, but the only source provides German and French only.
+    body = udhr_source(udhr_dir, extra='languages = ["de", "fr"]') + TOKENIZER.replace('parallel_source = "udhr"', "")
+    cfg = write_config(tmp_path, body, languages='["de", "fr", "mt"]')
+    assert main(["stage", "tokenizer", "--config", str(cfg), "--run-dir", str(tmp_path / "r")]) == 1
+    assert "needs the ingest stage's output" in capsys.readouterr().err
+    assert main(["stage", "ingest", "--run-dir", str(tmp_path / "r")]) == 0
+    assert main(["stage", "tokenizer", "--run-dir", str(tmp_path / "r")]) == 1
+    err = capsys.readouterr().err
+    assert "no ingested text for mt" in err and "[run].languages" in err
