@@ -39,6 +39,9 @@ def parallel_from_flores(folder: Path, languages: list[str]) -> tuple[dict[str, 
         if not files:
             missing.append(lang)
             continue
+        if len(files) > 1:
+            raise ValueError(f"{folder}: {len(files)} files for {lang} ({', '.join(os.path.basename(f) for f in files)}); "
+                             f"point parallel_path at one split's folder (e.g. flores200/devtest)")
         lines = Path(files[0]).read_text(encoding="utf-8").splitlines()
         out[lang] = {str(i): line for i, line in enumerate(lines) if line.strip()}
     return out, missing

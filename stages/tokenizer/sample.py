@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from stages.mixture import allocate
 from stages.tokenizer.config import SampleConfig
 
 
@@ -25,19 +26,7 @@ class LanguageShare:
 
 def plan_sample(available: dict[str, int], cfg: SampleConfig) -> dict[str, LanguageShare]:
     """Characters per language under the configured policy, capped at max_passes over each language."""
-    caps = {lang: int(cfg.max_passes * chars) for lang, chars in available.items()}
-    if cfg.policy == "unimax":
-        target, remaining = {}, cfg.budget_chars
-        order = sorted(available, key=lambda lang: (available[lang], lang))
-        for i, lang in enumerate(order):
-            share = remaining / (len(order) - i)
-            target[lang] = int(min(share, caps[lang]))
-            remaining -= target[lang]
-    else:
-        total = sum(available.values()) or 1
-        weights = {lang: (chars / total) ** (1.0 / cfg.temperature) for lang, chars in available.items()}
-        norm = sum(weights.values()) or 1.0
-        target = {lang: int(min(cfg.budget_chars * w / norm, caps[lang])) for lang, w in weights.items()}
+    target = allocate(available, cfg.budget_chars, cfg.policy, cfg.max_passes, cfg.temperature)
     return {
         lang: LanguageShare(lang, available[lang], target[lang], target[lang] / available[lang] if available[lang] else 0.0)
         for lang in sorted(available)

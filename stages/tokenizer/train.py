@@ -61,4 +61,20 @@ def train_sentencepiece(inputs: list[Path], model_prefix: Path, cfg: TokenizerCo
         if m:
             raise VocabularyTooLarge(int(m[1]), int(m[2])) from None
         raise
-    return model_prefix.with_suffix(".model")
+    model = model_prefix.parent / f"{model_prefix.name}.model"
+    _strip_local_paths(model)
+    return model
+
+
+def _strip_local_paths(model: Path) -> None:
+    """SentencePiece stores its input paths and model prefix in the model: machine-specific, so identical
+    training in another run folder would give other bytes (and leak local paths). Keep file names only."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    proto = pb.ModelProto()
+    proto.ParseFromString(model.read_bytes())
+    names = [Path(p).parent.name + "/" + Path(p).name for p in proto.trainer_spec.input]
+    del proto.trainer_spec.input[:]
+    proto.trainer_spec.input.extend(names)
+    proto.trainer_spec.model_prefix = model.stem
+    model.write_bytes(proto.SerializeToString())

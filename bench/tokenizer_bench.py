@@ -1,0 +1,332 @@
+"""Tokenizer fairness benchmark: a UniMax-balanced SentencePiece BPE 32k against one trained on a web-skewed mix.
+
+    .venv/bin/python bench/tokenizer_bench.py [--data ../shared/data] [--vocab-size 32000] [--seed 1234]
+                                              [--threads 2] [--work DIR]
+
+Exits 0 with a message when the data directory is absent (a fresh clone has no ../shared). Writes
+bench/results/tokenizer_bench.json. Everything goes through the project's own stage code:
+`stages.tokenizer.sample.plan_sample`, `stages.tokenizer.train.train_sentencepiece` with a
+`stages.tokenizer.config.TokenizerConfig`, `stages.tokenizer.report.parallel_from_flores` and `.measure`.
+
+What is done, exactly
+---------------------
+Training text: NTREX-128 (`ntrex128/newstest2019-ref.<code>.txt`, 1,997 news sentences per language, parallel
+across the 24 EU languages; English is `eng-GB`, Latvian `lav`). Each line is stripped, empty lines dropped,
+and cut at `SampleConfig.max_line_chars` characters, exactly as the stage's sample writer does. "available
+characters" of a language = the sum of those lines' lengths (about 0.24M-0.30M per language, ~6.5M in all).
+
+Three training corpora, all written as one text file per language (one sentence per line) and all with the
+same total number of characters, B = the whole NTREX corpus's characters:
+
+(a) balanced - `plan_sample(available, SampleConfig(policy="unimax", budget_chars=B, max_passes=4))`.
+    Each language's file holds floor(passes) full passes over its lines in file order, then, for the
+    fractional pass, lines taken in a seeded random order (random.Random(f"{seed}:{lang}")) until the
+    language's target characters are reached (the last line may overshoot by less than one line). Because
+    NTREX is parallel, every language gets budget/24 = ~272K characters, 0.91-1.13 passes (languages with
+    fewer characters, such as English, are repeated slightly more than once, the larger ones sub-sampled).
+
+(b) proportional (web-skewed) - what a naive pipeline that concatenates a web crawl would train on. Each
+    language gets a share of B proportional to its rough web size in bytes (table WEB_BYTES_REL below, German
+    = 1). The byte shares are converted to characters with each language's NTREX bytes-per-character ratio
+    (Greek and Bulgarian take ~1.8 bytes per character), then normalised so the character total is B again.
+    The per-language character targets are written with the same pass/fraction writer as (a). Result:
+    English gets ~67% of the characters (~17.7 passes over its NTREX text), German 6.6%, Spanish 6.1%,
+    French 4.7%; Greek 0.38%, Bulgarian 0.22%; Maltese and Irish ~0.01% (3 sentences each). Repeating the same
+    sentences does not add new text, but BPE merge decisions depend only on relative pair frequencies, so
+    an N-times repeated language weighs exactly like N-times as much text with the same distribution.
+
+(c) as-is - the plain concatenation of all 24 NTREX files, each once (no balancing, no skew). Since NTREX is
+    parallel it is nearly as balanced as (a); it is trained and reported (summary line + JSON) as a control
+    that shows the difference between (a) and (b) comes from the skew, not from the sampler.
+
+WEB_BYTES_REL, relative web-text size by language (German = 1), deliberately rough (order of magnitude and
+ranking; the result is not sensitive to +-30% changes): English ~10x German (FineWeb, English, is an
+order of magnitude larger than FineWeb-2's German; given as the benchmark's anchor); German 1.65 TB vs
+Maltese ~1.6 GB in FineWeb-2 (shared/notes/ingestion.md) -> mt 0.001, Irish comparable -> ga 0.001; the
+FineWeb-2 languages with a FineWeb2-HQ subset (top-10% documents per language, so rows scale with the
+language's size) from that subset's row counts relative to deu_Latn's 43.1M: es 40.1M, fr 32.2M, it 21.2M,
+pt 18.1M, pl 13.4M, nl 12.9M, cs 6.0M, hu 4.53M, sv 4.38M, el 4.35M, da 4.08M; the remaining languages
+(smaller than da in FineWeb-2, so not in FineWeb2-HQ) are rough estimates in the usual Common Crawl order:
+ro 0.08, fi 0.07, bg 0.06, sk 0.05, hr 0.03, lt 0.03, sl 0.025, et 0.02, lv 0.02.
+
+Tokenizers: SentencePiece BPE, vocab_size 32,000 (default), `TokenizerConfig(model_type="bpe",
+num_threads=2)` otherwise at the project's defaults (character_coverage 0.9999, byte fallback, identity
+normalisation, 16 reserved tokens, split digits), seed 1234 (the project's default run seed).
+
+Cost: each training runs in its own child process (this script with a hidden --_train flag), so that the
+peak resident memory is that training's alone: the parent reaps the child with os.wait4 and reads the
+child's own ru_maxrss (RUSAGE_CHILDREN would report the maximum over all children reaped so far). "train
+seconds" is the wall time of the train_sentencepiece call measured inside the child (excludes interpreter
+start and imports); the child's whole wall time and the peak RSS of an import-only child (the baseline of
+Python + the stage's imports, included in every peak) are recorded too.
+
+Evaluation: FLORES-200 devtest (1,012 sentences per language, parallel, not seen in training) through
+`parallel_from_flores` and `measure(model, texts, "en", parallel=True)`: parity = tokens for the language's
+sentences / tokens for the same English sentences (Petrov et al. 2023), fertility = tokens per whitespace
+word, bytes per token, byte-fallback rate (share of tokens that are byte pieces).
+
+Goal: parity <= 1.3 for every language. References: XLM-R <= 1.5 for every EU language except Maltese
+(1.96); GPT-4's tokenizer 5.15 for Greek (Petrov et al. 2023). Caveat: 6.5M characters of news is a very small
+tokenizer corpus (the stage samples 50M by default), and the in-domain parallel training text flatters
+parity; compare the two columns with each other rather than with production tokenizers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+RESULTS = REPO / "bench" / "results"
+
+NTREX_CODES = {
+    "bg": "bul", "cs": "ces", "da": "dan", "de": "deu", "el": "ell", "en": "eng-GB", "es": "spa", "et": "est",
+    "fi": "fin", "fr": "fra", "ga": "gle", "hr": "hrv", "hu": "hun", "it": "ita", "lt": "lit", "lv": "lav",
+    "mt": "mlt", "nl": "nld", "pl": "pol", "pt": "por", "ro": "ron", "sk": "slk", "sl": "slv", "sv": "swe",
+}  # fmt: skip
+
+# Rough relative web-text size in bytes, German = 1 (see the module docstring for where each comes from).
+WEB_BYTES_REL = {
+    "en": 10.0, "de": 1.0, "es": 40.1 / 43.1, "fr": 32.2 / 43.1, "it": 21.2 / 43.1, "pt": 18.1 / 43.1,
+    "pl": 13.4 / 43.1, "nl": 12.9 / 43.1, "cs": 6.0 / 43.1, "hu": 4.53 / 43.1, "sv": 4.38 / 43.1,
+    "el": 4.35 / 43.1, "da": 4.08 / 43.1, "ro": 0.08, "fi": 0.07, "bg": 0.06, "sk": 0.05, "hr": 0.03,
+    "lt": 0.03, "sl": 0.025, "et": 0.02, "lv": 0.02, "ga": 0.001, "mt": 0.001,
+}  # fmt: skip
+
+PARITY_GOAL = 1.3
+
+
+# ----------------------------------------------------------------------------------------------- corpora
+def read_lines(path: Path, max_line_chars: int) -> list[str]:
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()[:max_line_chars]
+        if line:
+            out.append(line)
+    return out
+
+
+def write_passes(lines: list[str], target_chars: int, seed: int, lang: str, out: Path) -> dict:
+    """floor(passes) full passes in order, then seeded-random lines until target_chars is reached."""
+    available = sum(map(len, lines))
+    full = target_chars // available if available else 0
+    rest = target_chars - full * available
+    order = list(range(len(lines)))
+    random.Random(f"{seed}:{lang}").shuffle(order)
+    chars = n = 0
+    with open(out, "w", encoding="utf-8") as f:
+        for _ in range(full):
+            for line in lines:
+                f.write(line + "\n")
+            chars += available
+            n += len(lines)
+        got = 0
+        for i in order:
+            if got >= rest:
+                break
+            f.write(lines[i] + "\n")
+            got += len(lines[i])
+            n += 1
+        chars += got
+    return {"target_chars": target_chars, "chars": chars, "lines": n, "passes": round(chars / available, 4) if available else 0.0}
+
+
+def web_skew_targets(lines: dict[str, list[str]], total_chars: int) -> dict[str, int]:
+    """Character targets proportional to WEB_BYTES_REL (bytes -> characters via NTREX's bytes/char), sum = total."""
+    bpc = {lang: sum(len(x.encode("utf-8")) for x in ls) / max(1, sum(map(len, ls))) for lang, ls in lines.items()}
+    w = {lang: WEB_BYTES_REL[lang] / bpc[lang] for lang in lines}
+    norm = sum(w.values())
+    return {lang: round(total_chars * w[lang] / norm) for lang in lines}
+
+
+# ------------------------------------------------------------------------------------------ training child
+def child_train(args: argparse.Namespace) -> int:
+    import resource
+
+    from stages.tokenizer.config import TokenizerConfig
+    from stages.tokenizer.train import train_sentencepiece
+
+    out = {"import_only": True}
+    if args._train:
+        spec = json.loads(Path(args._train).read_text())
+        cfg = TokenizerConfig(model_type="bpe", vocab_size=spec["vocab_size"], num_threads=spec["threads"])
+        t0 = time.perf_counter()
+        model = train_sentencepiece([Path(p) for p in spec["inputs"]], Path(spec["prefix"]), cfg, spec["seed"])
+        out = {"train_seconds": time.perf_counter() - t0, "model": str(model)}
+    out["self_maxrss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print("RESULT " + json.dumps(out))
+    return 0
+
+
+def run_child(extra: list[str]) -> dict:
+    """Run this script as a child; return its RESULT json plus its own peak RSS (os.wait4) and wall time."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), *extra], stdout=subprocess.PIPE, text=True)
+    stdout = p.stdout.read()  # type: ignore[union-attr]
+    _, status, usage = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    p.stdout.close()  # type: ignore[union-attr]
+    if p.returncode != 0:
+        raise SystemExit(f"training child failed with exit code {p.returncode}")
+    result = json.loads(next(line[7:] for line in stdout.splitlines() if line.startswith("RESULT ")))
+    result["child_wall_seconds"] = wall
+    result["peak_mb"] = usage.ru_maxrss / 1024  # Linux: kilobytes
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------- main
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    ap.add_argument("--vocab-size", type=int, default=32_000)
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--work", type=Path, default=None, help="Keep samples and models here (default: a temporary folder).")
+    ap.add_argument("--_train", help=argparse.SUPPRESS)
+    ap.add_argument("--_baseline", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args._train or args._baseline:
+        return child_train(args)
+
+    ntrex, devtest = args.data / "ntrex128", args.data / "flores200" / "devtest"
+    if not ntrex.is_dir() or not devtest.is_dir():
+        print(f"tokenizer bench skipped: {ntrex} or {devtest} not found (the benchmark data lives outside the repo; pass --data).")
+        return 0
+
+    from pipeline.languages import EU_LANGUAGE_CODES
+    from stages.tokenizer.config import SampleConfig
+    from stages.tokenizer.report import measure, parallel_from_flores
+    from stages.tokenizer.sample import plan_sample
+
+    languages = list(EU_LANGUAGE_CODES)
+    sample_cfg = SampleConfig(policy="unimax", budget_chars=1_000, max_passes=4.0)  # budget set below
+    lines = {lang: read_lines(ntrex / f"newstest2019-ref.{NTREX_CODES[lang]}.txt", sample_cfg.max_line_chars) for lang in languages}
+    available = {lang: sum(map(len, ls)) for lang, ls in lines.items()}
+    budget = sum(available.values())
+    sample_cfg = SampleConfig(policy="unimax", budget_chars=budget, max_passes=4.0)
+    plan = plan_sample(available, sample_cfg)
+
+    targets = {
+        "balanced": {lang: plan[lang].target_chars for lang in languages},
+        "proportional": web_skew_targets(lines, budget),
+        "as_is": dict(available),
+    }
+    descriptions = {
+        "balanced": f"UniMax plan_sample, budget {budget:,} chars (whole NTREX), max_passes 4",
+        "proportional": "web-skewed: shares of the same budget by rough FineWeb(-2) byte size (en 10x de, mt/ga 1/1000 of de)",
+        "as_is": "plain NTREX concatenation, each language once (control)",
+    }
+
+    tmp = None
+    if args.work is None:
+        tmp = tempfile.TemporaryDirectory(prefix="tokenizer-bench-")
+        work = Path(tmp.name)
+    else:
+        work = args.work
+        work.mkdir(parents=True, exist_ok=True)
+
+    try:
+        print(f"NTREX-128: {len(languages)} languages, {budget:,} characters; vocab {args.vocab_size:,}, "
+              f"{args.threads} threads, seed {args.seed}", flush=True)
+        baseline = run_child(["--_baseline"])
+        corpora: dict[str, dict] = {}
+        runs: dict[str, dict] = {}
+        for name, tgt in targets.items():
+            d = work / name
+            d.mkdir(exist_ok=True)
+            written = {lang: write_passes(lines[lang], tgt[lang], args.seed, lang, d / f"{lang}.txt") for lang in languages}
+            corpora[name] = written
+            spec = {"inputs": [str(d / f"{lang}.txt") for lang in languages], "prefix": str(work / f"{name}-bpe"),
+                    "vocab_size": args.vocab_size, "threads": args.threads, "seed": args.seed}
+            (work / f"{name}.json").write_text(json.dumps(spec))
+            total = sum(w["chars"] for w in written.values())
+            print(f"training {name}: {total:,} chars, {sum(w['lines'] for w in written.values()):,} lines ...", flush=True)
+            runs[name] = run_child(["--_train", str(work / f"{name}.json")])
+            print(f"  {runs[name]['train_seconds']:.1f} s, peak {runs[name]['peak_mb']:.0f} MB", flush=True)
+
+        texts, missing = parallel_from_flores(devtest, languages)
+        if missing:
+            print(f"FLORES devtest missing for: {', '.join(missing)}")
+        metrics = {name: measure(Path(r["model"]), texts, "en", parallel=True) for name, r in runs.items()}
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+    # ------------------------------------------------------------------------------------------ report
+    b, p = metrics["balanced"], metrics["proportional"]
+    out_lines = []
+    header = f"{'language':<10}{'parity bal':>12}{'parity prop':>13}{'fert bal':>10}{'fert prop':>11}"
+    out_lines.append(header)
+    out_lines.append("-" * len(header))
+    for lang in languages:
+        if lang not in b:
+            continue
+        out_lines.append(f"{lang:<10}{b[lang]['parity']:>12.3f}{p[lang]['parity']:>13.3f}"
+                         f"{b[lang]['fertility']:>10.3f}{p[lang]['fertility']:>11.3f}")
+    out_lines.append("")
+
+    summary = {}
+    for name, m in metrics.items():
+        parities = {lang: v["parity"] for lang, v in m.items() if v["parity"] is not None}
+        worst = max(parities, key=parities.__getitem__)
+        ferts = [v["fertility"] for v in m.values() if v["fertility"] is not None]
+        s = {
+            "train_seconds": round(runs[name]["train_seconds"], 2),
+            "child_wall_seconds": round(runs[name]["child_wall_seconds"], 2),
+            "peak_mb": round(runs[name]["peak_mb"], 1),
+            "max_parity": parities[worst], "max_parity_language": worst,
+            "languages_within_goal": sum(v <= PARITY_GOAL for v in parities.values()),
+            "languages_measured": len(parities),
+            "mean_fertility": round(sum(ferts) / len(ferts), 4),
+            "mean_bytes_per_token": round(sum(v["bytes_per_token"] for v in m.values()) / len(m), 4),
+            "max_byte_fallback_rate": max(v["byte_fallback_rate"] for v in m.values()),
+            "max_byte_fallback_language": max(m, key=lambda lang: m[lang]["byte_fallback_rate"]),
+        }
+        summary[name] = s
+        out_lines.append(
+            f"{name:<13} train {s['train_seconds']:.1f} s, peak {s['peak_mb']:.0f} MB; max parity {s['max_parity']:.3f} ({worst}); "
+            f"{s['languages_within_goal']}/{s['languages_measured']} languages <= {PARITY_GOAL}; mean fertility {s['mean_fertility']:.3f}; "
+            f"max byte fallback {s['max_byte_fallback_rate']:.3%} ({s['max_byte_fallback_language']})")
+    out_lines.append(f"(peak MB includes ~{baseline['peak_mb']:.0f} MB of Python + imports, measured in an import-only child)")
+    out_lines.append("")
+    verdict = {name: s["languages_within_goal"] == s["languages_measured"] for name, s in summary.items()}
+    out_lines.append(f"goal: parity <= {PARITY_GOAL} for every language -> "
+                     + ", ".join(f"{name} {'MET' if ok else 'NOT met'}" for name, ok in verdict.items()))
+    out_lines.append("reference: XLM-R <= 1.5 for every EU language except Maltese 1.96; GPT-4 5.15 for Greek (Petrov et al. 2023)")
+    print("\n" + "\n".join(out_lines))
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    result = {
+        "setup": {
+            "training_text": "NTREX-128 newstest2019-ref, 24 EU languages", "evaluation_text": "FLORES-200 devtest (parallel)",
+            "vocab_size": args.vocab_size, "model_type": "bpe", "num_threads": args.threads, "seed": args.seed,
+            "budget_chars": budget, "unimax_max_passes": sample_cfg.max_passes, "parity_goal": PARITY_GOAL,
+            "web_bytes_rel": WEB_BYTES_REL, "corpora": descriptions, "missing_languages": missing,
+            "baseline_import_only_peak_mb": round(baseline["peak_mb"], 1),
+        },
+        "available_chars": available,
+        "plan_unimax": {lang: {"target_chars": s.target_chars, "passes": round(s.passes, 4)} for lang, s in plan.items()},
+        "samples": corpora,
+        "summary": summary,
+        "metrics": metrics,
+        "table": out_lines,
+        "goal_met": verdict,
+    }
+    (RESULTS / "tokenizer_bench.json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    print(f"\nwrote {RESULTS / 'tokenizer_bench.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
