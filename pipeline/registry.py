@@ -30,6 +30,7 @@ DEPENDS_ON: dict[str, tuple[str, ...]] = {
 _IMPLEMENTATIONS: dict[str, tuple[str, str]] = {
     "ingest": ("stages.ingest.stage:IngestStage", "stages.ingest.config:IngestConfig"),
     "tokenizer": ("stages.tokenizer.stage:TokenizerStage", "stages.tokenizer.config:TokenizerConfig"),
+    "shards": ("stages.shards.stage:ShardsStage", "stages.shards.config:ShardsConfig"),
 }
 
 # Where the work on a missing stage is tracked, so "not implemented" points somewhere useful.

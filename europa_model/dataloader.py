@@ -1,0 +1,68 @@
+"""torchtitan's dataloader over the shards stage's output.
+
+`EuropaShardsDataLoader` is a `ParallelAwareDataloader` with its own `Config`, so a torchtitan
+`Trainer.Config(dataloader=EuropaShardsDataLoader.Config(dataset_path=<run>/shards, ...))` trains on our
+shards with the mixture of mixture.json. Batches have torchtitan's text-dataset shape:
+`({"input": LongTensor[B, S], "positions": LongTensor[B, S]}, labels LongTensor[B, S])`; positions restart
+at every document so attention can be masked per document. Its position is saved in every checkpoint
+(torchdata's StatefulDataLoader asks the dataset for `state_dict`) and restored exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.distributed.checkpoint.stateful import Stateful
+from torch.utils.data import IterableDataset
+from torchtitan.components.dataloader import ParallelAwareDataloader
+
+from stages.shards.reader import MixtureStream, PackedSequences, open_shards
+
+
+class ShardDataset(IterableDataset, Stateful):
+    def __init__(self, shards_dir: Path, split: str, seq_len: int, seed: int, dp_rank: int, dp_world_size: int,
+                 verify: bool = True):
+        index, by_lang = open_shards(shards_dir, split, verify=verify)
+        if split == "train":
+            mixture = json.loads((Path(shards_dir) / "mixture.json").read_text())
+            weights = {lang: m["weight"] for lang, m in mixture["languages"].items()}
+        else:  # validation: every language equally, the mixture is a training decision
+            weights = {lang: 1.0 for lang in by_lang}
+        self.packer = PackedSequences(MixtureStream(by_lang, weights, seed, dp_rank, dp_world_size), seq_len, index["bos_id"])
+
+    def __iter__(self):
+        for inputs, labels, positions in self.packer:
+            yield {"input": torch.from_numpy(inputs), "positions": torch.from_numpy(positions)}, torch.from_numpy(labels)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.packer.state_dict()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.packer.load_state_dict(state_dict)
+
+
+class EuropaShardsDataLoader(ParallelAwareDataloader):
+    @dataclass(kw_only=True, slots=True)
+    class Config(ParallelAwareDataloader.Config):
+        dataset: str = "europa-shards"
+        dataset_path: str | None = None
+        """The shards stage folder of a run (<run>/shards)."""
+
+        split: str = "train"
+        seed: int = 1234
+        verify_checksums: bool = True
+
+    def __init__(self, config: Config, *, dp_world_size: int, dp_rank: int, tokenizer=None, seq_len: int,
+                 local_batch_size: int, snapshot_every_n_steps: int | None = 1, **kwargs):
+        if not config.dataset_path:
+            raise ValueError("EuropaShardsDataLoader.Config.dataset_path must point at a run's shards/ folder")
+        dataset = ShardDataset(Path(config.dataset_path), config.split, seq_len, config.seed, dp_rank, dp_world_size,
+                               verify=config.verify_checksums)
+        super().__init__(dataset, dp_rank=dp_rank, dp_world_size=dp_world_size, num_workers=config.num_workers,
+                         persistent_workers=config.persistent_workers, pin_memory=config.pin_memory,
+                         prefetch_factor=config.prefetch_factor, snapshot_every_n_steps=snapshot_every_n_steps,
+                         batch_size=local_batch_size)

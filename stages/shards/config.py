@@ -1,0 +1,24 @@
+"""Settings of the shards stage: `[shards]` and `[shards.mixture]`."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from pipeline.config import StrictModel
+
+
+class MixtureConfig(StrictModel):
+    """Per-language sampling weights for training (written to mixture.json)."""
+
+    policy: Literal["unimax", "temperature"] = "unimax"
+    total_tokens: int | None = Field(None, ge=1, description="Planned training tokens; default: all training tokens once.")
+    max_epochs: float = Field(4.0, gt=0, description="At most this many passes over one language's training tokens.")
+    temperature: float = Field(3.33, ge=1.0, description="For policy temperature: 1 = proportional, larger = flatter.")
+
+
+class ShardsConfig(StrictModel):
+    val_fraction: float = Field(0.01, ge=0.0, lt=0.5, description="Share of each language's documents held out for validation.")
+    max_shard_tokens: int = Field(1 << 28, ge=1024, description="Tokens per shard file at most (bounded files).")
+    mixture: MixtureConfig = Field(default_factory=MixtureConfig)

@@ -1,0 +1,180 @@
+"""Reading packed training sequences from the shards: the mixture, the per-rank slice, exact resume.
+
+Three small pieces, each with a state that fits in a few integers:
+- `LanguageStream` walks one language's documents for one data-parallel rank: per epoch a seeded order of
+  the shards, and within a shard a seeded order of its documents of which the rank takes every W-th. Ranks
+  therefore see disjoint documents, and memory stays O(one shard's document count).
+- `MixtureStream` draws the language of the k-th document from a counter-based hash of (seed, rank, k)
+  against the mixture weights: no RNG state to save, the same draws after a restore.
+- `PackedSequences` packs documents (BOS + tokens + EOS) into fixed-length rows the way torchtitan's text
+  datasets do: inputs and labels shift *within* a document, positions restart at each document, so attention
+  can be masked per document. Its state is the stream state before the oldest document still buffered plus
+  how many of its tokens were already emitted: restoring replays nothing but that one document.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from bisect import bisect_right
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from stages.shards.format import Shard, ShardError
+
+_MASK64 = (1 << 64) - 1
+
+
+def _mix(*values: int) -> int:
+    """splitmix64 over the values: a stable, fast, counter-based random number in [0, 2^64)."""
+    z = 0x9E3779B97F4A7C15
+    for v in values:
+        z = (z ^ (v & _MASK64)) & _MASK64
+        z = (z + 0x9E3779B97F4A7C15) & _MASK64
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+        z ^= z >> 31
+    return z
+
+
+def open_shards(shards_dir: Path, split: str, languages: list[str] | None = None, verify: bool = True) -> tuple[dict, dict[str, list[Shard]]]:
+    index_path = Path(shards_dir) / "index.json"
+    if not index_path.exists():
+        raise ShardError(f"{index_path} not found; run the shards stage first (europa stage shards)")
+    index = json.loads(index_path.read_text())
+    by_lang: dict[str, list[Shard]] = {}
+    for rec in index["shards"]:
+        if rec["split"] == split and (languages is None or rec["lang"] in languages):
+            by_lang.setdefault(rec["lang"], []).append(Shard(Path(shards_dir) / rec["path"], rec, verify=verify))
+    return index, by_lang
+
+
+class LanguageStream:
+    def __init__(self, shards: list[Shard], seed: int, lang_key: int, rank: int, world: int):
+        self.shards, self.seed, self.key, self.rank, self.world = shards, seed, lang_key, rank, world
+        self.epoch = self.shard_pos = self.doc_pos = 0
+        self._cache: tuple[int, int, int, np.ndarray] | None = None  # (epoch, shard_pos, shard, this rank's doc order)
+        if not any(len(range(rank, len(s), world)) for s in shards):
+            raise ShardError(f"no documents of this language for data-parallel rank {rank} of {world}")
+
+    def _docs(self) -> tuple[Shard, np.ndarray]:
+        if self._cache is None or self._cache[:2] != (self.epoch, self.shard_pos):
+            shard_order = np.random.default_rng([self.seed, self.key, self.epoch]).permutation(len(self.shards))
+            shard_index = int(shard_order[self.shard_pos])
+            order = np.random.default_rng([self.seed, self.key, self.epoch, shard_index]).permutation(len(self.shards[shard_index]))
+            self._cache = (self.epoch, self.shard_pos, shard_index, order[self.rank :: self.world])
+        return self.shards[self._cache[2]], self._cache[3]
+
+    def next_doc(self) -> np.ndarray:
+        while True:
+            shard, docs = self._docs()
+            if self.doc_pos < len(docs):
+                doc = shard.doc(int(docs[self.doc_pos]))
+                self.doc_pos += 1
+                return doc
+            self.doc_pos = 0
+            self.shard_pos += 1
+            if self.shard_pos == len(self.shards):
+                self.shard_pos, self.epoch = 0, self.epoch + 1
+
+    def state(self) -> list[int]:
+        return [self.epoch, self.shard_pos, self.doc_pos]
+
+    def restore(self, state: list[int]) -> None:
+        self.epoch, self.shard_pos, self.doc_pos = state
+
+
+class MixtureStream:
+    def __init__(self, by_lang: dict[str, list[Shard]], weights: dict[str, float], seed: int, rank: int, world: int):
+        self.languages = sorted(lang for lang in weights if weights[lang] > 0 and lang in by_lang)
+        if not self.languages:
+            raise ShardError("the mixture gives no weight to any language that has shards")
+        self.streams = {lang: LanguageStream(by_lang[lang], seed, i, rank, world) for i, lang in enumerate(self.languages)}
+        total = sum(weights[lang] for lang in self.languages)
+        self.cumulative = list(np.cumsum([weights[lang] / total for lang in self.languages]))
+        self.seed, self.rank, self.draws = seed, rank, 0
+
+    def choose(self, draw: int) -> int:
+        u = _mix(self.seed, self.rank, draw) / 2**64
+        return min(bisect_right(self.cumulative, u), len(self.languages) - 1)
+
+    def next_doc(self) -> tuple[str, list[int], np.ndarray]:
+        """(language, that language's stream state before this draw, the document's tokens)."""
+        lang = self.languages[self.choose(self.draws)]
+        stream = self.streams[lang]
+        before = stream.state()
+        self.draws += 1
+        return lang, before, stream.next_doc()
+
+    def state(self) -> dict[str, Any]:
+        return {"draws": self.draws, "streams": {lang: s.state() for lang, s in self.streams.items()}}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.draws = state["draws"]
+        for lang, s in state["streams"].items():
+            self.streams[lang].restore(s)
+
+
+class PackedSequences:
+    """Rows of `seq_len` (input, label, position) tokens from a MixtureStream; see the module docstring."""
+
+    def __init__(self, stream: MixtureStream, seq_len: int, bos_id: int):
+        self.stream, self.seq_len, self.bos = stream, seq_len, bos_id
+        # Buffered documents, oldest first: (draws before, language, its stream state before, tokens). Enough
+        # to roll the stream back to just before the oldest one, without snapshotting all languages per draw.
+        self._buffered: list[tuple[int, str, list[int], np.ndarray]] = []
+        self._head = 0  # input/label pairs of the oldest buffered document already emitted
+        self._arange = np.arange(seq_len, dtype=np.int64)
+        self.rows = 0
+
+    def _fetch(self) -> None:
+        draws = self.stream.draws
+        lang, before, doc = self.stream.next_doc()
+        self._buffered.append((draws, lang, before, doc))
+
+    def next_row(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        n = self.seq_len
+        inputs, labels, positions = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+        filled = 0
+        while filled < n:
+            if not self._buffered:
+                self._fetch()
+            doc = self._buffered[0][3]
+            a = self._head  # document with BOS in front: pair j is (virt[j], virt[j + 1]), virt[0] = BOS
+            take = min(n - filled, len(doc) - a)
+            if a == 0:
+                inputs[filled] = self.bos
+                inputs[filled + 1 : filled + take] = doc[: take - 1]
+            else:
+                inputs[filled : filled + take] = doc[a - 1 : a - 1 + take]
+            labels[filled : filled + take] = doc[a : a + take]
+            if a + take <= n:
+                positions[filled : filled + take] = self._arange[a : a + take]
+            else:  # documents longer than a row: positions wrap to stay within the RoPE cache
+                positions[filled : filled + take] = np.arange(a, a + take) % n
+            self._head += take
+            filled += take
+            if self._head == len(doc):
+                self._buffered.pop(0)
+                self._head = 0
+        self.rows += 1
+        return inputs, labels, positions
+
+    def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        while True:
+            yield self.next_row()
+
+    def state_dict(self) -> dict[str, Any]:
+        state = self.stream.state()
+        for draws, lang, before, _ in reversed(self._buffered):  # roll back to before the oldest buffered doc
+            state["draws"], state["streams"][lang] = draws, list(before)
+        return {"stream": state, "head": self._head, "rows": self.rows}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.stream.restore(copy.deepcopy(state["stream"]))
+        self._buffered, self._head, self.rows = [], 0, state["rows"]
+        if state["head"]:
+            self._fetch()
+            self._head = state["head"]

@@ -1,0 +1,135 @@
+"""The shards stage: every ingested document tokenized once, into bounded memory-mappable shards.
+
+Units are (language x ingest Parquet file); each tokenizes its documents with the run's SentencePiece model,
+appends EOS, routes each document to train or validation by a hash of its id (so the split does not depend
+on the order or the parallelism) and writes bounded shards into its unit folder. finalize moves the unit
+shards into train/<lang>/ and val/<lang>/, writes index.json (shapes, dtype, checksums) and the training
+mixture (mixture.json).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from pipeline.manifest import Manifest
+from pipeline.stage import StageContext, StageError, StageOutcome, Unit
+from stages.shards.config import ShardsConfig
+
+SPLITS = ("train", "val")
+EXACT_SPLIT_BELOW_DOCS = 1_000_000  # smaller languages get an exact validation count (read their ids once)
+
+
+class ShardsStage:
+    name = "shards"
+    code_version = "1"
+
+    def input_signature(self, ctx: StageContext) -> Any:
+        return None
+
+    def plan(self, ctx: StageContext) -> list[Unit]:
+        import pyarrow.parquet as pq
+
+        from stages.shards.tokenize import split_hash
+
+        cfg = self._settings(ctx)
+        ingest_dir = ctx.upstream_dir("ingest")
+        units = []
+        for lang in ctx.config.run.languages:
+            files = sorted((ingest_dir / "data" / lang).glob("part-*.parquet"))
+            n_docs = ctx.upstream["ingest"].statistics["per_language"].get(lang, {}).get("kept", 0)
+            if n_docs == 0:
+                raise StageError(f"stage shards: ingest kept no documents for {lang}; fix its sources or remove it from [run].languages")
+            threshold = int(cfg.val_fraction * 2**64)
+            if cfg.val_fraction > 0 and n_docs < EXACT_SPLIT_BELOW_DOCS:
+                # Exactly max(1, round(fraction x n)) validation documents: the smallest split hashes.
+                hashes = sorted(split_hash(ctx.config.run.seed, i) for f in files for i in pq.read_table(f, columns=["id"]).column("id").to_pylist())
+                k = min(max(1, round(cfg.val_fraction * len(hashes))), len(hashes) - 1)
+                threshold = hashes[k - 1] + 1 if k > 0 else 0
+            for i, f in enumerate(files):
+                units.append(Unit(f"{lang}-{i:05d}", {"lang": lang, "file": str(f), "val_threshold": threshold}))
+        return units
+
+    def run_unit(self, ctx: StageContext, unit: Unit, out_dir: Path) -> dict[str, Any]:
+        from stages.shards.tokenize import RoundTripError, tokenize_file
+
+        cfg = self._settings(ctx)
+        try:
+            records = tokenize_file(ctx.upstream_dir("tokenizer") / "tokenizer.model", Path(unit.payload["file"]), out_dir,
+                                    seed=ctx.config.run.seed, val_threshold=unit.payload["val_threshold"],
+                                    max_shard_tokens=cfg.max_shard_tokens)
+        except RoundTripError as e:
+            raise StageError(f"stage shards: {e}; retrain it (europa stage tokenizer --force)") from None
+        return {"lang": unit.payload["lang"], "shards": records}
+
+    def finalize(self, ctx: StageContext, results: dict[str, dict[str, Any]], out_dir: Path) -> StageOutcome:
+        import sentencepiece as spm
+
+        from stages.mixture import allocate
+
+        cfg = self._settings(ctx)
+        sp = spm.SentencePieceProcessor(model_file=str(ctx.upstream_dir("tokenizer") / "tokenizer.model"))
+        counters: dict[tuple[str, str], int] = defaultdict(int)
+        per_lang: dict[str, dict[str, int]] = {lang: {f"{s}_{k}": 0 for s in SPLITS for k in ("tokens", "docs", "shards")}
+                                               for lang in ctx.config.run.languages}
+        shards, tokens_out = [], {}
+        for uid in sorted(results):
+            r = results[uid]
+            for rec in r["shards"]:
+                split, lang = rec["split"], r["lang"]
+                dest = out_dir / split / lang / f"shard-{counters[(split, lang)]:05d}"
+                counters[(split, lang)] += 1
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                for ext in (".bin", ".idx", ".ids"):
+                    os.replace(ctx.work_dir / uid / f"{rec['name']}{ext}", dest.with_suffix(ext))
+                rel = dest.relative_to(out_dir).as_posix()
+                shards.append({"path": rel, "split": split, "lang": lang, **{k: rec[k] for k in ("dtype", "tokens", "docs", "sha256_bin", "sha256_idx")}})
+                tokens_out[f"{rel}.bin"] = rec["tokens"]
+                st = per_lang[lang]
+                st[f"{split}_tokens"] += rec["tokens"]
+                st[f"{split}_docs"] += rec["docs"]
+                st[f"{split}_shards"] += 1
+
+        no_val = [lang for lang, s in per_lang.items() if cfg.val_fraction > 0 and s["val_docs"] == 0]
+        index = {"format": 1, "vocab_size": sp.GetPieceSize(), "bos_id": sp.bos_id(), "eos_id": sp.eos_id(), "pad_id": sp.pad_id(),
+                 "dtype": shards[0]["dtype"] if shards else None, "seed": ctx.config.run.seed,
+                 "tokenizer_output_digest": ctx.upstream["tokenizer"].output_digest, "shards": shards}
+        (out_dir / "index.json").write_text(json.dumps(index, indent=2) + "\n")
+
+        available = {lang: s["train_tokens"] for lang, s in per_lang.items()}
+        budget = cfg.mixture.total_tokens or sum(available.values())
+        target = allocate(available, budget, cfg.mixture.policy, cfg.mixture.max_epochs, cfg.mixture.temperature)
+        total_target = sum(target.values()) or 1
+        mixture = {
+            "policy": cfg.mixture.policy, "planned_tokens": budget, "allocated_tokens": total_target,
+            "max_epochs": cfg.mixture.max_epochs, "temperature": cfg.mixture.temperature if cfg.mixture.policy == "temperature" else None,
+            "languages": {lang: {"weight": round(target[lang] / total_target, 8), "tokens": target[lang], "available_tokens": available[lang],
+                                 "expected_epochs": round(target[lang] / available[lang], 4) if available[lang] else 0.0}
+                          for lang in sorted(target)},
+        }
+        if total_target < budget:
+            mixture["note"] = (f"the epoch cap leaves {budget - total_target:,} of {budget:,} planned tokens unallocated: "
+                               f"add data or raise max_epochs")
+        (out_dir / "mixture.json").write_text(json.dumps(mixture, indent=2) + "\n")
+
+        totals = {k: sum(s[k] for s in per_lang.values()) for k in ("train_tokens", "train_docs", "val_tokens", "val_docs")}
+        statistics = {"totals": totals, "per_language": per_lang, "dtype": index["dtype"], "vocab_size": index["vocab_size"],
+                      "shards": len(shards), "mixture": mixture, "languages_without_validation": no_val}
+        summary = {"train tokens": totals["train_tokens"], "val tokens": totals["val_tokens"], "shards": len(shards), "languages": len(per_lang)}
+        return StageOutcome(statistics=statistics, summary=summary, tokens=tokens_out)
+
+    def summary_markdown(self, manifest: Manifest) -> str:
+        s = manifest.statistics
+        lines = [f"# shards: {s['totals']['train_tokens']:,} train / {s['totals']['val_tokens']:,} validation tokens", "",
+                 "| language | train tokens | val tokens | mixture weight | expected epochs |", "|---|---:|---:|---:|---:|"]
+        for lang, st in s["per_language"].items():
+            mx = s["mixture"]["languages"][lang]
+            lines.append(f"| {lang} | {st['train_tokens']:,} | {st['val_tokens']:,} | {mx['weight']:.4f} | {mx['expected_epochs']:.2f} |")
+        return "\n".join(lines) + "\n"
+
+    @staticmethod
+    def _settings(ctx: StageContext) -> ShardsConfig:
+        return ctx.settings  # type: ignore[return-value]
