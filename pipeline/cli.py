@@ -156,6 +156,9 @@ def _execute(config_path: str | None, run_dir_path: str | None, selected: list[s
             return EXIT_OK
         first = selected.index(todo[0])
         to_run = selected[first:]  # everything after the first stale stage may become stale by it
+        from pipeline.executor import build_context
+
+        build_context(rd, config, to_run[0])  # fail fast (missing upstream) before any engine starts
         if config.orchestration.engine == "prefect":
             from flows.stages import pipeline_flow
 

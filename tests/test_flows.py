@@ -22,7 +22,8 @@ LANGS = '["de", "mt", "el", "hr"]'
 
 
 def _config(tmp_path: Path, udhr_dir: Path, runner: str) -> Path:
-    cfg = write_config(tmp_path, udhr_source(udhr_dir), engine="prefect", languages=LANGS)
+    small = "[tokenizer]\nvocab_size = 1200\nreserved_tokens = 0\n[shards]\nval_fraction = 0.1\n"
+    cfg = write_config(tmp_path, udhr_source(udhr_dir) + small, engine="prefect", languages=LANGS)
     cfg.write_text(cfg.read_text().replace('engine = "prefect"', f'engine = "prefect"\ntask_runner = "{runner}"'))
     return cfg
 
@@ -40,6 +41,10 @@ def test_prefect_flow_runs_units_as_tasks_and_leaves_an_artifact(prefect_harness
     m_p = json.loads((tmp_path / "run-p" / "ingest" / "manifest.json").read_text())
     assert set(m_t["statistics"]["per_language"]) == {"de", "mt", "el", "hr"}
     assert m_t["output_digest"] == m_p["output_digest"]  # the runner changes how, never what
+    for stage in ("tokenizer", "shards"):
+        a = json.loads((tmp_path / "run-t" / stage / "manifest.json").read_text())
+        b = json.loads((tmp_path / "run-p" / stage / "manifest.json").read_text())
+        assert a["output_digest"] == b["output_digest"], stage
     artifact = Artifact.get("ingest-summary")
     assert artifact is not None and "| mt |" in artifact.data and "documents kept" in artifact.data
 
@@ -75,10 +80,11 @@ def test_flow_reports_to_a_running_prefect_server(tmp_path, udhr_dir):
         assert "Starting temporary server" not in run.stderr  # it used ours
         req = urllib.request.Request(f"{api}/flow_runs/filter", data=b"{}", headers={"Content-Type": "application/json"})
         flow_runs = json.loads(urllib.request.urlopen(req, timeout=10).read())
-        assert {r["name"] for r in flow_runs} >= {"ingest"}
+        assert {r["name"] for r in flow_runs} >= {"ingest", "tokenizer", "shards"}
         assert all(r["state_type"] == "COMPLETED" for r in flow_runs)
         req = urllib.request.Request(f"{api}/artifacts/filter", data=b"{}", headers={"Content-Type": "application/json"})
-        assert "ingest-summary" in {a["key"] for a in json.loads(urllib.request.urlopen(req, timeout=10).read())}
+        keys = {a["key"] for a in json.loads(urllib.request.urlopen(req, timeout=10).read())}
+        assert {"ingest-summary", "tokenizer-summary", "shards-summary"} <= keys
     finally:
         server.terminate()
         server.wait(timeout=30)
