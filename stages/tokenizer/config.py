@@ -23,6 +23,12 @@ class SampleConfig(StrictModel):
     max_passes: float = Field(4.0, gt=0, description="At most this many passes over one language's text.")
     temperature: float = Field(3.33, ge=1.0, description="For policy temperature: 1 = proportional, larger = flatter.")
     max_line_chars: int = Field(4096, ge=16, description="Longer lines are cut (SentencePiece skips overlong sentences).")
+    rebalance_rounds: int = Field(
+        0, ge=0, le=5,
+        description="Retrain this many times, each time giving languages with higher parity more text (needs parallel "
+        "report text; tune on a dev split, e.g. flores200/dev, and judge on another).",
+    )
+    rebalance_strength: float = Field(1.0, gt=0, le=4, description="Exponent on parity / mean parity when rebalancing.")
 
 
 class ReportConfig(StrictModel):

@@ -62,3 +62,29 @@ def write_language_sample(parquet_files: list[Path], share: LanguageShare, seed:
                                 chars += len(line)
                                 lines += 1
     return {"lang": share.lang, "chars": chars, "lines": lines, "documents": docs}
+
+
+def rebalance(current: dict[str, int], parity: dict[str, float], available: dict[str, int], budget: int,
+              max_passes: float, strength: float = 1.0) -> dict[str, int]:
+    """New character targets that give languages which cost more tokens (higher parity) more text.
+
+    Each target is scaled by (parity / mean parity)^strength, then the budget is filled again under the
+    max_passes caps (water-filling: what a capped language cannot take goes to the others in proportion).
+    Languages without a parity figure keep their relative share.
+    """
+    mean = sum(parity.values()) / len(parity) if parity else 1.0
+    want = {lang: max(1.0, current[lang] * (parity.get(lang, mean) / mean) ** strength) for lang in current}
+    caps = {lang: max_passes * available[lang] for lang in current}
+    target: dict[str, float] = {}
+    free, remaining = dict(want), float(budget)
+    while free and remaining > 0:
+        scale = remaining / sum(free.values())
+        capped = {lang for lang, w in free.items() if w * scale >= caps[lang]}
+        if not capped:
+            target.update({lang: w * scale for lang, w in free.items()})
+            break
+        for lang in capped:
+            target[lang] = caps[lang]
+            remaining -= caps[lang]
+            del free[lang]
+    return {lang: int(target.get(lang, 0)) for lang in sorted(current)}

@@ -55,46 +55,48 @@ class TokenizerStage:
 
     def finalize(self, ctx: StageContext, results: dict[str, dict[str, Any]], out_dir: Path) -> StageOutcome:
         from stages.tokenizer.hf_export import check_equivalence, export_hf
-        from stages.tokenizer.report import measure, parallel_from_flores, parallel_from_ingest, sample_from_ingest, write_reports
-        from stages.tokenizer.train import VocabularyTooLarge, special_tokens, train_sentencepiece
+        from stages.tokenizer.report import measure, write_reports
+        from stages.tokenizer.sample import LanguageShare, rebalance, write_language_sample
+        from stages.tokenizer.train import special_tokens
 
         cfg = self._settings(ctx)
         languages = ctx.config.run.languages
+        texts, description, parallel, missing = self._evaluation_text(ctx, cfg)
         samples = [ctx.work_dir / uid / "sample.txt" for uid in sorted(results)]
-        lines = sum(r["lines"] for r in results.values())
-        progress.note(self.name, f"training SentencePiece {cfg.model_type} ({cfg.vocab_size:,} pieces) on {lines:,} lines")
-        try:
-            model = train_sentencepiece(samples, out_dir / "tokenizer", cfg, ctx.config.run.seed)
-        except VocabularyTooLarge as e:
-            raise StageError(f"stage tokenizer: [tokenizer].vocab_size = {e.asked} is more than the sample supports "
-                             f"(at most {e.maximum}); lower vocab_size or raise [tokenizer.sample].budget_chars") from None
+        sample_stats = {r["lang"]: {k: r[k] for k in ("available_chars", "target_chars", "passes", "chars", "lines", "documents", "sha256")}
+                        for r in results.values()}
+        model = self._train(ctx, cfg, samples, sum(r["lines"] for r in results.values()), out_dir)
+        metrics = measure(model, texts, cfg.report.reference_language, parallel)
+
+        rounds = []
+        for rnd in range(1, cfg.sample.rebalance_rounds + 1):
+            parities = {lang: m["parity"] for lang, m in metrics.items() if m["parity"] is not None}
+            if not parities:
+                raise StageError("stage tokenizer: [tokenizer.sample].rebalance_rounds needs parallel report text; set "
+                                 "[tokenizer.report].parallel_path (a FLORES dev split) or parallel_source")
+            rounds.append({"round": rnd - 1, "target_chars": {l: s["target_chars"] for l, s in sample_stats.items()}, "parity": parities})
+            available = {l: s["available_chars"] for l, s in sample_stats.items()}
+            targets = rebalance({l: s["target_chars"] for l, s in sample_stats.items()}, parities, available,
+                                cfg.sample.budget_chars, cfg.sample.max_passes, cfg.sample.rebalance_strength)
+            folder = ctx.work_dir / f"rebalance-{rnd}"
+            folder.mkdir(parents=True, exist_ok=True)
+            samples = []
+            for lang in sorted(targets):
+                share = LanguageShare(lang, available[lang], targets[lang], targets[lang] / available[lang])
+                files = sorted((ctx.upstream_dir("ingest") / "data" / lang).glob("part-*.parquet"))
+                written = write_language_sample(files, share, ctx.config.run.seed + rnd, cfg.sample.max_line_chars, folder / f"{lang}.txt")
+                sample_stats[lang] = {"available_chars": available[lang], "target_chars": targets[lang], "passes": share.passes,
+                                      **{k: written[k] for k in ("chars", "lines", "documents")}, "sha256": sha256_file(folder / f"{lang}.txt")}
+                samples.append(folder / f"{lang}.txt")
+            progress.note(self.name, f"rebalance round {rnd}: worst parity so far {max(parities.values()):.3f}")
+            model = self._train(ctx, cfg, samples, sum(s["lines"] for s in sample_stats.values()), out_dir)
+            metrics = measure(model, texts, cfg.report.reference_language, parallel)
+
         export_hf(model, out_dir)
-
-        # Evaluation text: parallel if configured, else a slice of the ingested corpus (no parity then).
-        data_dir = ctx.upstream_dir("ingest") / "data"
-        missing: list[str] = []
-        if cfg.report.parallel_source:
-            texts, description, parallel = parallel_from_ingest(data_dir, cfg.report.parallel_source, languages), \
-                f"ingest source {cfg.report.parallel_source!r} (parallel)", True
-            missing = [lang for lang, t in texts.items() if not t]
-            if len(missing) == len(languages):
-                raise StageError(f"stage tokenizer: [tokenizer.report].parallel_source = {cfg.report.parallel_source!r} "
-                                 f"matches no ingested documents; use the name of an [[ingest.sources]] entry")
-        elif cfg.report.parallel_path:
-            if not os.path.isdir(cfg.report.parallel_path):
-                raise StageError(f"stage tokenizer: [tokenizer.report].parallel_path {cfg.report.parallel_path} is not a folder; "
-                                 f"point it at a FLORES-200 split folder (e.g. flores200/devtest)")
-            texts, missing = parallel_from_flores(Path(cfg.report.parallel_path), languages)
-            description, parallel = f"{cfg.report.parallel_path} (parallel)", True
-        else:
-            texts, description, parallel = sample_from_ingest(data_dir, languages), "ingested documents (not parallel: no parity)", False
-        texts = {lang: t for lang, t in texts.items() if t}
-
         mismatches = check_equivalence(model, out_dir / "tokenizer.json", [t for d in texts.values() for t in d.values()])
         if mismatches:
             raise StageError(f"stage tokenizer: the Hugging Face export encodes {len(mismatches)} text(s) differently from "
                              f"the SentencePiece model, e.g. {mismatches[0][1][:80]!r}; this is a bug in hf_export.py")
-        metrics = measure(model, texts, cfg.report.reference_language, parallel)
         meta = {"model_type": cfg.model_type, "vocab_size": cfg.vocab_size, "evaluation_text": description,
                 "max_parity": cfg.report.max_parity, "missing_languages": missing}
         write_reports(metrics, meta, out_dir)
@@ -108,9 +110,9 @@ class TokenizerStage:
         parities = {lang: m["parity"] for lang, m in metrics.items() if m["parity"] is not None}
         statistics = {
             "sample": {"policy": cfg.sample.policy, "budget_chars": cfg.sample.budget_chars, "max_passes": cfg.sample.max_passes,
-                       "per_language": {r["lang"]: {k: r[k] for k in ("available_chars", "target_chars", "passes", "chars", "lines", "documents", "sha256")}
-                                        for r in results.values()},
-                       "total_chars": sum(r["chars"] for r in results.values()), "total_lines": lines},
+                       "per_language": sample_stats, "rebalance_rounds": rounds,
+                       "total_chars": sum(s["chars"] for s in sample_stats.values()),
+                       "total_lines": sum(s["lines"] for s in sample_stats.values())},
             "model": {"type": cfg.model_type, "vocab_size": cfg.vocab_size, "byte_fallback": True, "normalization": "identity",
                       "special_tokens": ["<unk>", "<s>", "</s>", "<pad>", *special_tokens(cfg)]},
             "evaluation_text": description,
@@ -123,6 +125,41 @@ class TokenizerStage:
             worst = max(parities, key=parities.__getitem__)
             summary["worst parity"] = f"{worst} {parities[worst]:.2f}"
         return StageOutcome(statistics=statistics, summary=summary)
+
+    def _train(self, ctx: StageContext, cfg: TokenizerConfig, samples: list[Path], lines: int, out_dir: Path) -> Path:
+        from stages.tokenizer.train import VocabularyTooLarge, train_sentencepiece
+
+        progress.note(self.name, f"training SentencePiece {cfg.model_type} ({cfg.vocab_size:,} pieces) on {lines:,} lines")
+        try:
+            return train_sentencepiece(samples, out_dir / "tokenizer", cfg, ctx.config.run.seed)
+        except VocabularyTooLarge as e:
+            raise StageError(f"stage tokenizer: [tokenizer].vocab_size = {e.asked} is more than the sample supports "
+                             f"(at most {e.maximum}); lower vocab_size or raise [tokenizer.sample].budget_chars") from None
+
+    def _evaluation_text(self, ctx: StageContext, cfg: TokenizerConfig):
+        """(texts per language, description, whether parallel, languages without text): parallel text if
+        configured, else a slice of the ingested corpus (no parity then)."""
+        from stages.tokenizer.report import parallel_from_flores, parallel_from_ingest, sample_from_ingest
+
+        languages = ctx.config.run.languages
+        data_dir = ctx.upstream_dir("ingest") / "data"
+        missing: list[str] = []
+        if cfg.report.parallel_source:
+            texts = parallel_from_ingest(data_dir, cfg.report.parallel_source, languages)
+            missing = [lang for lang, t in texts.items() if not t]
+            if len(missing) == len(languages):
+                raise StageError(f"stage tokenizer: [tokenizer.report].parallel_source = {cfg.report.parallel_source!r} "
+                                 f"matches no ingested documents; use the name of an [[ingest.sources]] entry")
+            description, parallel = f"ingest source {cfg.report.parallel_source!r} (parallel)", True
+        elif cfg.report.parallel_path:
+            if not os.path.isdir(cfg.report.parallel_path):
+                raise StageError(f"stage tokenizer: [tokenizer.report].parallel_path {cfg.report.parallel_path} is not a folder; "
+                                 f"point it at a FLORES-200 split folder (e.g. flores200/devtest)")
+            texts, missing = parallel_from_flores(Path(cfg.report.parallel_path), languages)
+            description, parallel = f"{cfg.report.parallel_path} (parallel)", True
+        else:
+            texts, description, parallel = sample_from_ingest(data_dir, languages), "ingested documents (not parallel: no parity)", False
+        return {lang: t for lang, t in texts.items() if t}, description, parallel, missing
 
     def summary_markdown(self, manifest: Manifest) -> str:
         s = manifest.statistics

@@ -136,3 +136,29 @@ def test_language_without_text_and_missing_ingest(tmp_path, udhr_dir, capsys):
     assert main(["stage", "tokenizer", "--run-dir", str(tmp_path / "r")]) == 1
     err = capsys.readouterr().err
     assert "no ingested text for mt" in err and "[run].languages" in err
+
+
+def test_rebalance_gives_costly_languages_more_text_within_caps():
+    from stages.tokenizer.sample import rebalance
+
+    current = {"en": 100, "el": 100, "mt": 100}
+    available = {"en": 1000, "el": 1000, "mt": 60}
+    new = rebalance(current, {"en": 1.0, "el": 1.6, "mt": 2.0}, available, budget=300, max_passes=2.0)
+    assert new["mt"] == 120  # wanted more, capped at 2 passes over its 60 characters
+    assert new["el"] > new["en"] and sum(new.values()) >= 299  # the rest of the budget goes to the others
+    assert rebalance(current, {}, available, budget=300, max_passes=2.0) == current  # no parity: shares kept
+
+
+def test_rebalance_round_retrains_and_records_it(ingested, tmp_path):
+    tmp, cfg, run_dir = ingested
+    rebal = tmp_path / "rebal.toml"
+    rebal.write_text(cfg.read_text().replace("max_passes = 3", "max_passes = 3\nrebalance_rounds = 1")
+                     .replace("budget_chars = 1_500_000", "budget_chars = 300_000"))  # below the caps: room to shift
+    other = tmp_path / "run"
+    shutil.copytree(run_dir / "ingest", other / "ingest")
+    assert main(["stage", "ingest", "--config", str(rebal), "--run-dir", str(other)]) == 0
+    assert main(["stage", "tokenizer", "--run-dir", str(other)]) == 0
+    s = json.loads((other / "tokenizer" / "manifest.json").read_text())["statistics"]
+    (first,) = s["sample"]["rebalance_rounds"]
+    worst = max(first["parity"], key=first["parity"].get)
+    assert s["sample"]["per_language"][worst]["target_chars"] > first["target_chars"][worst]
