@@ -1,4 +1,6 @@
-"""The EUROPA MoE for torchtitan: the dataloader over our shards (the model itself is not built yet).
+"""The torchtitan side of the pipeline: the EUROPA MoE flavors (flavors.py), the CPU adaptations torchtitan
+0.3.0 needs to import here (cpu_compat.py) and the dataloader over our shards (dataloader.py).
 
-Heavy: imports torch and torchtitan. Nothing in pipeline/ or the data stages imports this package.
+Heavy: imports torch and torchtitan. Nothing in pipeline/ or the data stages imports this package. Training
+(the pretrain stage) is not built yet.
 """
