@@ -43,6 +43,7 @@ UNDETERMINED = "und"
 REJECT_REASONS: tuple[str, ...] = ("lang_not_eu", "lang_low_score", "lang_mismatch")
 """Every reason `LanguageIdentifier.decide` can return, for statistics with a row per reason."""
 
+_NO_LANGUAGE = frozenset({"un", "xxx"})  # cld2's "unknown" entries
 _BCMS = frozenset({"bs", "sr", "sr-ME", "sh"})  # cld2 labels of Bosnian, Serbian, Montenegrin (+ legacy "sh")
 _CYRILLIC = re.compile("[\u0400-\u04ff]")
 _LETTER = re.compile(r"[^\W\d_]")
@@ -109,14 +110,19 @@ class LanguageIdentifier:
                 return UNDETERMINED, 0.0
         percents: dict[str, int] = {}
         for _name, code, percent, _score in details:
-            if code in ("un", "xxx") or percent == 0:
+            if percent == 0 or code in _NO_LANGUAGE:
                 continue
-            code = self._map(code, text)
+            if code in _BCMS:
+                code = self._map(code, text)
             percents[code] = percents.get(code, 0) + percent
         if not percents:
             return UNDETERMINED, 0.0
-        code = max(percents, key=percents.__getitem__)  # first of equal maxima: cld2's order
-        score = min(percents[code], 100) / 100.0
+        if len(percents) == 1:  # the usual case: one language
+            ((code, percent),) = percents.items()
+        else:
+            code = max(percents, key=percents.__getitem__)  # first of equal maxima: cld2's order
+            percent = percents[code]
+        score = min(percent, 100) / 100.0
         return code, score if reliable else score / 2
 
     @staticmethod

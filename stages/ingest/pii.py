@@ -17,7 +17,8 @@ every pattern is narrow and then checked:
   so "912 345 678" may be a quantity. That misses national numbers without a trunk prefix (es, dk, gr, pt,
   ...); their international form is caught.
 
-Fast paths skip every regex a document cannot match ("@" for e-mail, a digit for the rest).
+Fast paths skip every regex a document cannot match ("@" for e-mail, a digit for the rest, a country code
+followed by a digit for IBANs, "+" or a "0" that starts a number for phone numbers).
 """
 
 from __future__ import annotations
@@ -81,6 +82,10 @@ _IBAN = re.compile(
     rf"(?:{'|'.join(_IBAN_LENGTHS)})(?<!\w..)\d\d(?:[ \u00a0]?[0-9A-Z]{{4}}){{2,7}}(?:[ \u00a0]?[0-9A-Z]{{1,3}})?\b"
 )
 
+# Every IBAN match has a digit right after its country code, at or after the document's first digit: a scan
+# from there for such a digit decides whether the (slower, letter-started) IBAN pattern needs to run at all.
+_IBAN_HINT = re.compile(rf"\d(?<=(?:{'|'.join(_IBAN_LENGTHS)})\d)")
+
 _SEP = r"(?:[ \u00a0]?[\-./][ \u00a0]?|[ \u00a0])"  # one space, or - . / with optional spaces around
 _FREE = r"(?<![\w+\-./,].)"  # after a first character: the character before it is not part of a word/number
 _INTL_REST = rf"[1-9]\d{{0,2}}(?:{_SEP}?\(0\))?(?:{_SEP}?\(?\d{{1,5}}\)?){{1,6}}"  # country code, "(0)", groups
@@ -92,6 +97,9 @@ _PHONE = re.compile(
     rf"|0{_FREE}\d{{1,4}}{_NATIONAL_REST})"  # 030 1234567, 01 23 45 67 89
     r"(?!\w|[.,\-/]\d)"  # and not followed by more of a word or number
 )
+# Every phone number match starts with "+" or with a "0" that does not continue a word or number (the
+# alternatives starting with "(" continue with such a "0"): a cheap test, as the pattern starts with a literal.
+_FREE_ZERO = re.compile(rf"0{_FREE}")
 _BETWEEN_DIGITS = re.compile(r"(?<=\d)\D+(?=\d)")
 _DATE_START = re.compile(r"\d{1,2}([./\-])\d{1,2}\1\d{2,4}(?!\d)")
 
@@ -182,9 +190,10 @@ def redact_pii(text: str, cfg: PiiConfig) -> tuple[str, dict[str, int]]:
         text, n = _EMAIL.subn(cfg.email_replacement, text)
         if n:
             counts["email"] = n
-    if not _DIGIT.search(text):
+    first_digit = _DIGIT.search(text)
+    if first_digit is None:
         return text, counts
-    if cfg.iban:
+    if cfg.iban and _IBAN_HINT.search(text, first_digit.start()):
         text, n = _substitute_iban(text, cfg.iban_replacement)
         if n:
             counts["iban"] = n
@@ -198,7 +207,7 @@ def redact_pii(text: str, cfg: PiiConfig) -> tuple[str, dict[str, int]]:
             n_ip += n
         if n_ip:
             counts["ip"] = n_ip
-    if cfg.phone and ("0" in text or "+" in text):
+    if cfg.phone and ("+" in text or _FREE_ZERO.search(text)):
         text, n = _substitute(_PHONE, text, cfg.phone_replacement, _phone_ok)
         if n:
             counts["phone"] = n

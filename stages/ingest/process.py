@@ -8,6 +8,7 @@ Every document that is not kept leaves a row with its reason.
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +19,8 @@ from stages.ingest.langid import LanguageIdentifier
 from stages.ingest.minhash import exact_key, minhash_signatures
 from stages.ingest.normalize import normalize_text
 from stages.ingest.pii import redact_pii
-from stages.ingest.quality import check_quality
-from stages.ingest.sources import InputProblem, RawDoc, document_id, input_key, read_input
+from stages.ingest.quality import check_quality, split_words
+from stages.ingest.sources import InputProblem, RawDoc, input_key, read_input
 
 # Reasons recorded for documents removed before quality filtering (quality reasons come from quality.py).
 EMPTY, OPT_OUT = "empty", "tdm_opt_out"
@@ -52,7 +53,13 @@ def registrable_domain(url: str | None, fallback: str | None) -> str | None:
 
 @dataclass
 class DocumentChain:
-    """Normalize -> opt-out -> language ID -> quality -> PII, for one source and language."""
+    """Normalize -> opt-out -> language ID -> quality -> PII, for one source and language.
+
+    Row sizes: `n_chars` and `n_bytes` (UTF-8) of the final text, `n_words` its number of whitespace-separated
+    tokens (`len(text.split())`, punctuation attached; not the quality filters' word count, which drops
+    punctuation and splits "1,5" or "e.g."). Documents that reach the quality filters split their text once
+    for both.
+    """
 
     settings: IngestConfig
     source: SourceConfig
@@ -63,13 +70,25 @@ class DocumentChain:
     def __post_init__(self) -> None:
         self.langid = LanguageIdentifier(self.settings.langid)
         self.thresholds = self.settings.quality.for_language(self.lang)
+        self._id_key: str | None = None
+        self._id_prefix = hashlib.sha1()
+
+    def _document_id(self, key: str, index: int) -> str:
+        """`sources.document_id(self.source.name, key, index)`, with the hash of the part that is the same
+        for every document of an input computed once per input."""
+        if key != self._id_key:
+            self._id_prefix = hashlib.sha1(f"{self.source.name}\x00{key}\x00".encode())
+            self._id_key = key
+        h = self._id_prefix.copy()
+        h.update(f"{index}".encode())
+        return h.hexdigest()[:20]
 
     def process(self, doc: RawDoc, key: str) -> tuple[dict[str, Any], str | None]:
         """The output row for a document and the reason it was removed (None when kept)."""
         text, repaired = normalize_text(doc.text, self.settings.normalize)
         domain = registrable_domain(doc.url, self.source.domain)
         row = {
-            "id": document_id(self.source.name, key, doc.index),
+            "id": self._document_id(key, doc.index),
             "text": text,
             "lang": self.lang,
             "lang_detected": None,
@@ -85,29 +104,35 @@ class DocumentChain:
             "mojibake_fixed": repaired,
             "pii_redactions": 0,
         }
-        reason = self._decide(row)
+        reason, n_words = self._decide(row)
         text = row["text"]
-        row["n_chars"], row["n_bytes"], row["n_words"] = len(text), len(text.encode("utf-8")), len(text.split())
+        row["n_chars"] = len(text)
+        row["n_bytes"] = len(text) if text.isascii() else len(text.encode("utf-8"))
+        row["n_words"] = len(text.split()) if n_words is None else n_words
         return row, reason
 
-    def _decide(self, row: dict[str, Any]) -> str | None:
+    def _decide(self, row: dict[str, Any]) -> tuple[str | None, int | None]:
+        """(reason or None, `len(row["text"].split())` of the final text when it was counted on the way)."""
         text = row["text"]
-        if not text.strip():
-            return EMPTY
+        if not text or text.isspace():
+            return EMPTY, 0
         if row["domain"] and row["domain"] in self.opted_out:
-            return OPT_OUT
+            return OPT_OUT, None
         detected, score, reason = self.langid.decide(self.lang, text)
         row["lang_detected"], row["lang_score"] = detected, float(score)
         if reason:
-            return reason
-        reason = check_quality(text, self.thresholds)
+            return reason, None
+        tokens = text.split()
+        n_words = len(tokens)
+        reason = check_quality(text, self.thresholds, split_words(text, tokens))  # reuses (changes) tokens
         if reason:
-            return reason
+            return reason, n_words
         if self.settings.pii.enabled:
-            row["text"], counts = redact_pii(text, self.settings.pii)
-            row["pii_counts"] = counts
-            row["pii_redactions"] = sum(counts.values())
-        return None
+            redacted, counts = redact_pii(text, self.settings.pii)
+            row["text"], row["pii_counts"], row["pii_redactions"] = redacted, counts, sum(counts.values())
+            if redacted != text:
+                n_words = None
+        return None, n_words
 
 
 def load_opt_out_domains(source: SourceConfig) -> frozenset[str]:
