@@ -272,8 +272,9 @@ def check_quality(text: str, t: QualityThresholds, words: list[str] | None = Non
     if n_ellipses and sum(map(str.endswith, lines, repeat(_ELLIPSES))) / n_lines > t.max_ellipsis_lines_ratio:
         return "ellipsis_lines"
     counts = Counter(words)
+    distinct, occurrences = list(counts), list(counts.values())  # lists: cheaper to go through than the dict
     # all-digit words, counted over distinct words (fewer than words)
-    if 1.0 - sum(compress(counts.values(), map(str.isdigit, counts))) / n_words < t.min_alpha_words_ratio:
+    if 1.0 - sum(compress(occurrences, map(str.isdigit, distinct))) / n_words < t.min_alpha_words_ratio:
         return "alpha_words"
 
     n_chars = len(text)
@@ -296,8 +297,9 @@ def check_quality(text: str, t: QualityThresholds, words: list[str] | None = Non
                     return "dup_paragraph_chars"
 
     # Only words occurring at least twice can be part of a repeated n-gram; no such word, no repetition.
-    if len(counts) == n_words:
+    if len(distinct) == n_words:
         return None
+    distinct_lengths = list(map(len, distinct))
 
     # Upper bound for the top n-gram filters: an n-gram occurring c >= 2 times has c <= count(w) for each of
     # its n words w, so c * chars(n-gram) <= n * max(count(w) * len(w)). Typical prose stays below every
@@ -307,7 +309,7 @@ def check_quality(text: str, t: QualityThresholds, words: list[str] | None = Non
     # all the n-grams that can occur twice, with their counts and in their order of first occurrence, so the
     # most frequent one (first of equal counts) is the one a Counter of all n-grams would name.
     mask = None
-    max_word_mass = max(map(mul, counts.values(), map(len, counts)))
+    max_word_mass = max(map(mul, occurrences, distinct_lengths))
     for n, max_ratio in t.top_ngram_char_ratios.items():
         if n_words < n:
             break
@@ -333,7 +335,7 @@ def check_quality(text: str, t: QualityThresholds, words: list[str] | None = Non
         # no filter can fire: typical prose. Otherwise only the n-grams inside the runs can repeat, and only
         # those are built.
         min_ratio, shortest = min(ratios.values()), min(ratios)
-        if (word_chars - len("".join(counts))) / n_chars > min_ratio:
+        if (word_chars - sum(distinct_lengths)) / n_chars > min_ratio:
             if mask is None:
                 mask = _repeated_mask(words, counts)
             runs = [m.span() for m in _runs_of(shortest).finditer(mask)] if b"\x01" * shortest in mask else []
