@@ -27,8 +27,8 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
-from itertools import compress, count, repeat
-from operator import itemgetter, mul, not_
+from itertools import compress, repeat
+from operator import itemgetter, mul
 from typing import Annotated, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, create_model, field_validator
@@ -178,11 +178,11 @@ def split_words(text: str, tokens: list[str] | None = None) -> list[str]:
     which is whitespace, so its matches in `text` are its matches in each whitespace token, in order. A token
     that is all alphanumeric is one match; most others are one word with punctuation attached ("end.",
     "(see"), which `str.strip(_EDGE_PUNCT)` removes; the rest ("l'homme", "1,5", "e.g.", "snake_case", "--")
-    go through the regex. Two C-level passes over the tokens and a short Python loop, instead of the regex
-    engine stepping through every character (~2x faster on ~1 KB documents).
+    go through the regex. One C-level split, one str.isalnum per token and a short loop over the others,
+    instead of the regex engine stepping through every character (~1.5x faster on ~1 KB documents).
     """
     words = text.split() if tokens is None else tokens
-    for i in reversed(list(compress(count(), map(not_, map(str.isalnum, words))))):
+    for i in [i for i, w in enumerate(words) if not w.isalnum()][::-1]:
         core = words[i].strip(_EDGE_PUNCT)
         if core.isalnum():
             words[i] = core
