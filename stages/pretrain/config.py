@@ -1,0 +1,144 @@
+"""Settings of the pretrain stage: `[pretrain]` and its sub-tables.
+
+These are the user-facing knobs; `stages/pretrain/trainer_config.py` turns them into torchtitan's
+`Trainer.Config`. Everything torchtitan offers but EUROPA does not need stays at torchtitan's default, so a
+reader of the TOML file sees every decision that was made for the run.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from pipeline.config import StrictModel
+
+
+class OptimizerConfig(StrictModel):
+    name: Literal["adamw", "dist_muon"] = Field(
+        "adamw", description="adamw, or dist_muon: torchtitan's DistMuon with FlexShard placements (EUROPA's choice).")
+    lr: float = Field(3e-3, gt=0, description="Peak learning rate.")
+    weight_decay: float = Field(0.1, ge=0)
+    beta1: float = Field(0.9, ge=0, lt=1)
+    beta2: float = Field(0.95, ge=0, lt=1)
+    eps: float = Field(1e-8, gt=0)
+    muon_momentum: float = Field(0.95, ge=0, lt=1, description="dist_muon: momentum of the Muon update.")
+    muon_ns_steps: int = Field(5, ge=1, description="dist_muon: Newton-Schulz iterations.")
+
+
+class ScheduleConfig(StrictModel):
+    """torchtitan's warmup-stable-decay schedule."""
+
+    warmup_steps: int = Field(10, ge=0)
+    decay_ratio: float | None = Field(0.2, ge=0, le=1, description="Share of the steps spent decaying; None = decay over all steps after warmup.")
+    decay_type: Literal["linear", "sqrt", "cosine"] = "cosine"
+    min_lr_factor: float = Field(0.1, ge=0, le=1, description="Final learning rate as a fraction of the peak.")
+
+
+class ParallelismSettings(StrictModel):
+    nodes: int = Field(1, ge=1, description="Machines (Slurm nodes); 1 for local runs.")
+    processes_per_node: int = Field(1, ge=1, description="torchrun processes per machine (GPUs per node; CPU ranks locally).")
+    data_parallel_replicate: int = Field(1, ge=1, description="HSDP replicas (EUROPA: 4).")
+    data_parallel_shard: int = Field(-1, description="FSDP degree; -1 = whatever the other degrees leave.")
+    expert_parallel: int = Field(1, ge=1, description="Expert-parallel degree (borrowed from the FSDP x TP ranks).")
+    tensor_parallel: int = Field(1, ge=1)
+    unshard_async_op: bool = Field(
+        False, description="FSDP2 all-gather copy-in on the compute stream (EUROPA: ~14 GiB HBM freed per GPU); explicit prefetching.")
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.processes_per_node
+
+    @model_validator(mode="after")
+    def _degrees_multiply(self) -> ParallelismSettings:
+        if self.data_parallel_shard == 0 or self.data_parallel_shard < -1:
+            raise ValueError("data_parallel_shard must be -1 (infer) or a positive degree")
+        fixed = self.data_parallel_replicate * self.tensor_parallel
+        shard = self.data_parallel_shard if self.data_parallel_shard > 0 else self.world_size // fixed
+        if shard < 1 or fixed * shard != self.world_size:
+            raise ValueError(
+                f"parallel degrees do not multiply to the {self.world_size} processes (nodes x processes_per_node): "
+                f"data_parallel_replicate {self.data_parallel_replicate} x data_parallel_shard "
+                f"{self.data_parallel_shard} x tensor_parallel {self.tensor_parallel}; fix one of them")
+        if (shard * self.tensor_parallel) % self.expert_parallel:
+            raise ValueError(
+                f"expert_parallel {self.expert_parallel} must divide data_parallel_shard x tensor_parallel "
+                f"= {shard * self.tensor_parallel} (experts are spread over those ranks)")
+        return self
+
+    @property
+    def shard_degree(self) -> int:
+        if self.data_parallel_shard > 0:
+            return self.data_parallel_shard
+        return self.world_size // (self.data_parallel_replicate * self.tensor_parallel)
+
+
+class ActivationCheckpointConfig(StrictModel):
+    mode: Literal["none", "selective", "full", "offload"] = Field(
+        "none", description="offload: checkpointed activations go to host memory (Grace CPU); needs torch.compile and CUDA.")
+    selective_option: str = Field("op", description="selective: 'op' (save chosen ops) or a layer period like '2'.")
+    offload_budget_gb: float = Field(60.0, gt=0, description="offload: host memory per GPU for activations.")
+    offload_prefetch_layers: int = Field(1, ge=0, description="offload: layers prefetched back ahead of backward.")
+
+
+class CheckpointSettings(StrictModel):
+    interval: int = Field(50, ge=1, description="Steps between checkpoints (one is always written at the end).")
+    keep_latest: int = Field(0, ge=0, description="Keep only the newest k checkpoints (0 = keep all; evaluation reads them).")
+
+
+class SlurmConfig(StrictModel):
+    """Where and how `europa launch jupiter` submits; none of it changes what is trained."""
+
+    account: str | None = Field(None, description="Slurm account (project) to charge; required for --submit.")
+    partition: str = "booster"
+    time_limit: str = Field("24:00:00", pattern=r"^(\d+-)?\d{1,2}:\d{2}:\d{2}$")
+    qos: str | None = None
+    reservation: str | None = None
+    gpus_per_node: int = Field(4, ge=1)
+    cpus_per_task: int = Field(72, ge=1, description="Grace cores per node given to the one srun task that starts torchrun.")
+    setup: list[str] = Field(default_factory=list, description="Shell lines run before training (module load, venv activate).")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables for every rank.")
+
+
+class PretrainConfig(StrictModel):
+    flavor: Literal["tiny", "small", "europa-1t"] = Field("tiny", description="Model flavor (europa_model/flavors.py).")
+    seq_len: int = Field(256, ge=8, description="Tokens per training sequence (context length).")
+    local_batch_size: int = Field(8, ge=1, description="Sequences per data-parallel rank per micro-step.")
+    global_batch_size: int | None = Field(None, ge=1, description="Sequences per optimizer step; default local x data-parallel ranks (more = gradient accumulation).")
+    steps: int = Field(100, ge=1)
+    max_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
+    precision: Literal["float32", "bfloat16"] = Field(
+        "float32", description="Parameter precision under mixed precision (bfloat16 on GPUs; float32 on CPU).")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: cuda when torch sees a GPU, else cpu.")
+    launcher: Literal["local", "torchrun", "slurm"] = Field(
+        "local", description="local: one process; torchrun: processes_per_node ranks here (gloo on CPU); slurm: JUPITER.")
+    compile: bool = Field(False, description="torch.compile the model blocks and the loss.")
+    seed: int | None = Field(None, description="Model initialization seed; default: [run] seed.")
+    peak_flops_per_device: float | None = Field(
+        None, gt=0, description="Peak FLOP/s of one device for utilisation; default: known GPU table, or measured matmul rate on CPU.")
+    log_every: int = Field(1, ge=1, description="Steps between metric lines.")
+    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
+    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
+    parallelism: ParallelismSettings = Field(default_factory=ParallelismSettings)
+    activation_checkpoint: ActivationCheckpointConfig = Field(default_factory=ActivationCheckpointConfig)
+    checkpoint: CheckpointSettings = Field(default_factory=CheckpointSettings)
+    slurm: SlurmConfig = Field(default_factory=SlurmConfig)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PretrainConfig:
+        p = self.parallelism
+        if self.launcher == "local" and p.world_size != 1:
+            raise ValueError(
+                f"launcher 'local' runs one process but parallelism asks for {p.world_size}; "
+                "use launcher = \"torchrun\" (or \"slurm\")")
+        if self.global_batch_size is not None:
+            dp = p.data_parallel_replicate * p.shard_degree
+            if self.global_batch_size % (self.local_batch_size * dp):
+                raise ValueError(
+                    f"global_batch_size {self.global_batch_size} must be a multiple of local_batch_size x "
+                    f"data-parallel ranks = {self.local_batch_size * dp}")
+        if self.optimizer.name == "dist_muon" and p.tensor_parallel > 1:
+            raise ValueError("optimizer dist_muon does not support tensor_parallel > 1 (torchtitan's recipe refuses TP)")
+        if self.schedule.warmup_steps > self.steps:
+            raise ValueError(f"schedule.warmup_steps {self.schedule.warmup_steps} exceeds steps {self.steps}")
+        return self
