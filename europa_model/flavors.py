@@ -77,10 +77,11 @@ from torchtitan.models.common import ComplexRoPE, Embedding, Linear, RMSNorm  # 
 from torchtitan.models.common.param_init import depth_scaled_std  # noqa: E402
 from torchtitan.models.deepseek_v3 import build_mla_moe_layers  # noqa: E402
 from torchtitan.models.deepseek_v3.model import DeepSeekV3Model  # noqa: E402
-from torchtitan.models.deepseek_v3.parallelize import parallelize_deepseekv3  # noqa: E402
 from torchtitan.models.deepseek_v3.state_dict_adapter import DeepSeekV3StateDictAdapter  # noqa: E402
 from torchtitan.models.utils import validate_converter_order  # noqa: E402
 from torchtitan.protocols.model_spec import ModelSpec  # noqa: E402
+
+from europa_model.parallelize import parallelize_europa  # noqa: E402
 
 __all__ = ["FLAVORS", "EUROPA_VOCAB_SIZE", "Flavor", "build_model_args", "count_parameters", "model_registry"]
 
@@ -227,20 +228,35 @@ def model_registry(
     moe_comm_backend: str = "standard",
     non_blocking_capacity_factor: float | None = None,
     converters: list | None = None,
+    unshard_async_op: bool = False,
+    graph_trainer: bool = False,
 ) -> ModelSpec:
     """The torchtitan `ModelSpec` for a flavor, as `torchtitan.models.deepseek_v3.model_registry` builds it;
-    a `config_registry` module (torchtitan's `--module`) puts it in `Trainer.Config(model_spec=...)`."""
+    a `config_registry` module (torchtitan's `--module`) puts it in `Trainer.Config(model_spec=...)`.
+
+    `unshard_async_op`: see europa_model/parallelize.py. `graph_trainer`: the same model for torchtitan's
+    compile-based `experiments/graph_trainer` (the only path with activation offload to host memory), with
+    that trainer's parallelize function."""
     config = build_model_args(flavor, vocab_size, attn_backend=attn_backend, moe_comm_backend=moe_comm_backend,
                               non_blocking_capacity_factor=non_blocking_capacity_factor)
     if converters is not None:
         validate_converter_order(converters)
         for c in converters:
             config = c.build().convert(config)
+    parallelize_fn = partial(parallelize_europa, unshard_async_op=unshard_async_op)
+    if graph_trainer:
+        from dataclasses import fields
+
+        from torchtitan.experiments.graph_trainer.deepseek_v3 import _parallelize_fn as graph_parallelize
+        from torchtitan.experiments.graph_trainer.deepseek_v3.model import GraphTrainerDeepSeekV3Model
+
+        config = GraphTrainerDeepSeekV3Model.Config(**{f.name: getattr(config, f.name) for f in fields(config)})
+        parallelize_fn = graph_parallelize
     return ModelSpec(
         name="europa",
         flavor=flavor,
         model=config,
-        parallelize_fn=parallelize_deepseekv3,
+        parallelize_fn=parallelize_fn,
         pipelining_fn=pipeline_llm,
         post_optimizer_build_fn=register_moe_load_balancing_hook,
         state_dict_adapter=DeepSeekV3StateDictAdapter,

@@ -31,6 +31,8 @@ _IMPLEMENTATIONS: dict[str, tuple[str, str]] = {
     "ingest": ("stages.ingest.stage:IngestStage", "stages.ingest.config:IngestConfig"),
     "tokenizer": ("stages.tokenizer.stage:TokenizerStage", "stages.tokenizer.config:TokenizerConfig"),
     "shards": ("stages.shards.stage:ShardsStage", "stages.shards.config:ShardsConfig"),
+    "compliance": ("stages.compliance.stage:ComplianceStage", "stages.compliance.config:ComplianceConfig"),
+    "pretrain": ("stages.pretrain.stage:PretrainStage", "stages.pretrain.config:PretrainConfig"),
 }
 
 # Where the work on a missing stage is tracked, so "not implemented" points somewhere useful.

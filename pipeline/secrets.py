@@ -39,13 +39,15 @@ def redact(obj: Any) -> Any:
     """Recursively redact a JSON-like structure; values under secret-looking keys are masked outright.
 
     Keys ending in `_env` hold the *name* of an environment variable (e.g. token_env = "HF_TOKEN"), which is
-    not a secret, so they are kept.
+    not a secret, so they are kept. Only string values are masked: a secret is text, while a number under a
+    key like `flops_per_token` is a measurement.
     """
     if isinstance(obj, str):
         return redact_text(obj)
     if isinstance(obj, dict):
         return {
-            k: (MASK if isinstance(k, str) and _SECRET_KEY_NAMES.search(k) and not k.endswith("_env") and v else redact(v))
+            k: (MASK if isinstance(k, str) and _SECRET_KEY_NAMES.search(k) and not k.endswith("_env") and isinstance(v, str) and v
+                else redact(v))
             for k, v in obj.items()
         }
     if isinstance(obj, (list, tuple)):

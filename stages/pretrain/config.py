@@ -76,7 +76,6 @@ class ParallelismSettings(StrictModel):
 class ActivationCheckpointConfig(StrictModel):
     mode: Literal["none", "selective", "full", "offload"] = Field(
         "none", description="offload: checkpointed activations go to host memory (Grace CPU); needs torch.compile and CUDA.")
-    selective_option: str = Field("op", description="selective: 'op' (save chosen ops) or a layer period like '2'.")
     offload_budget_gb: float = Field(60.0, gt=0, description="offload: host memory per GPU for activations.")
     offload_prefetch_layers: int = Field(1, ge=0, description="offload: layers prefetched back ahead of backward.")
 
@@ -95,9 +94,27 @@ class SlurmConfig(StrictModel):
     qos: str | None = None
     reservation: str | None = None
     gpus_per_node: int = Field(4, ge=1)
-    cpus_per_task: int = Field(72, ge=1, description="Grace cores per node given to the one srun task that starts torchrun.")
+    cpus_per_task: int = Field(
+        288, ge=1, description="Cores per node given to the one srun task that starts torchrun (JUPITER: 4 Graces x 72); "
+        "each rank gets cpus_per_task / gpus_per_node of them, on the Grace next to its GPU.")
     setup: list[str] = Field(default_factory=list, description="Shell lines run before training (module load, venv activate).")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables for every rank.")
+    job_name: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$", description="Slurm job name; default europa-<run name>.")
+    master_port: int = Field(29500, ge=1024, le=65535, description="TCP port of torchrun's c10d rendezvous on the first node.")
+    ib_hostname_suffix: str = Field(
+        "i", pattern=r"^[A-Za-z0-9-]*$",
+        description="JSC convention: the first node's hostname + this suffix names its InfiniBand interface, so the "
+        "rendezvous runs over InfiniBand; used when that name resolves, else the plain hostname; \"\" to switch off.")
+    numa_binding: Literal["node", "none"] = Field(
+        "node", description="node: torchrun --numa-binding=node pins each rank to the Grace of its GPU (needs numactl).")
+
+    @model_validator(mode="after")
+    def _cores_split_evenly(self) -> SlurmConfig:
+        if self.cpus_per_task % self.gpus_per_node:
+            raise ValueError(
+                f"cpus_per_task {self.cpus_per_task} must be a multiple of gpus_per_node {self.gpus_per_node}: "
+                "each rank gets cpus_per_task / gpus_per_node cores (JUPITER: 288 = 4 x 72)")
+        return self
 
 
 class PretrainConfig(StrictModel):

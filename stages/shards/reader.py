@@ -7,8 +7,8 @@ Three small pieces, each with a state that fits in a few integers:
 - `MixtureStream` draws the language of the k-th document from a counter-based hash of (seed, rank, k)
   against the mixture weights: no RNG state to save, the same draws after a restore.
 - `PackedSequences` packs documents (BOS + tokens + EOS) into fixed-length rows the way torchtitan's text
-  datasets do: inputs and labels shift *within* a document, positions restart at each document, so attention
-  can be masked per document. Its state is the stream state before the oldest document still buffered plus
+  datasets do: inputs and labels shift *within* a document, positions restart at each document (and at the
+  start of each row), so attention can be masked per document. Its state is the stream state before the oldest document still buffered plus
   how many of its tokens were already emitted: restoring replays nothing but that one document.
 """
 
@@ -150,10 +150,10 @@ class PackedSequences:
             else:
                 inputs[filled : filled + take] = doc[a - 1 : a - 1 + take]
             labels[filled : filled + take] = doc[a : a + take]
-            if a + take <= n:
-                positions[filled : filled + take] = self._arange[a : a + take]
-            else:  # documents longer than a row: positions wrap to stay within the RoPE cache
-                positions[filled : filled + take] = np.arange(a, a + take) % n
+            # Positions restart at 0 in every segment: a segment starts a document or is the row's first,
+            # continuing one, which torchtitan's document mask needs to start at 0 too (its text datasets
+            # normalize the same way). Attention never crosses rows, so nothing is lost.
+            positions[filled : filled + take] = self._arange[:take]
             self._head += take
             filled += take
             if self._head == len(doc):

@@ -1,0 +1,183 @@
+"""The training process: `python -m stages.pretrain.entry --run-dir R --job-dir J` (under torchrun or srun).
+
+Every rank runs this. It reads the run's resolved config (R/run.toml), the tokenizer and shards stages'
+outputs, builds torchtitan's Trainer.Config (stages/pretrain/trainer_config.py) and trains with torchtitan's
+own Trainer, which resumes from the newest complete checkpoint in J/checkpoints by itself. Rank 0 also appends
+a start and an end event per process lifetime to J/segments.jsonl (a killed process leaves no end event: its
+last logged step stands in), which is how the stage adds up wall time and device-hours over restarts, and writes J/job_info.json (model size, FLOPs per
+token, peak FLOP/s) for the manifest.
+
+`--seed-checkpoint`: initialise the model in this one process and save it as J/seed/checkpoints/step-0.
+Multi-rank CPU runs start from it because DTensor's random generator is off on CPU meshes (every rank would
+otherwise initialise identical expert shards).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def single_process_env() -> None:
+    """torchtitan always initialises torch.distributed; a plain `python -m` run is a world of one."""
+    if "RANK" not in os.environ:
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1",
+                          MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+
+
+def resolve_device(requested: str) -> str:
+    import torch
+
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("europa pretrain: [pretrain] device = \"cuda\" but torch sees no GPU on this machine; "
+                         "use device = \"auto\" or \"cpu\"")
+    return requested
+
+
+def measure_cpu_peak_flops(seconds: float = 0.3) -> float:
+    """Sustained float32 matmul rate of this process's threads: the CPU's practical peak for utilisation."""
+    import torch
+
+    n = 512
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.mm(a, b)
+    done, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        torch.mm(a, b)
+        done += 1
+    return 2 * n**3 * done / (time.perf_counter() - t0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m stages.pretrain.entry")
+    ap.add_argument("--run-dir", required=True, type=Path)
+    ap.add_argument("--job-dir", required=True, type=Path)
+    ap.add_argument("--seed-checkpoint", action="store_true")
+    args = ap.parse_args(argv)
+
+    from pipeline.config import load_config
+    from pipeline.rundir import RunDir
+
+    run_dir, job_dir = RunDir(args.run_dir), args.job_dir.resolve()
+    config = load_config(run_dir.config_path)
+    settings = config.section("pretrain")
+    tokenizer = run_dir.manifest("tokenizer")
+    if tokenizer is None or run_dir.manifest("shards") is None:
+        raise SystemExit(f"europa pretrain: {run_dir.path} has no tokenizer or shards output; run those stages first")
+    vocab_size = int(tokenizer.statistics["model"]["vocab_size"])
+    device = resolve_device(settings.device)
+    single_process_env()
+
+    from europa_model.train_compat import apply_for_training
+
+    apply_for_training(device)
+    import torch
+    import torchtitan
+    from torchtitan.tools.logging import init_logger, logger
+
+    from stages.pretrain.trainer_config import build_trainer_config
+
+    init_logger()
+    seed = settings.seed if settings.seed is not None else config.run.seed
+    peak = settings.peak_flops_per_device or (measure_cpu_peak_flops() if device == "cpu" else None)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    seed_dir = job_dir / "seed"
+    initial = seed_dir / "checkpoints" / "step-0"
+    trainer_config = build_trainer_config(
+        settings,
+        shards_dir=run_dir.stage_dir("shards"),
+        tokenizer_dir=run_dir.stage_dir("tokenizer"),
+        job_dir=seed_dir if args.seed_checkpoint else job_dir,
+        vocab_size=vocab_size,
+        device_type=device,
+        seed=seed,
+        peak_flops_per_device=peak,
+        initial_load_path=str(initial) if (initial / ".metadata").exists() and not args.seed_checkpoint else None,
+        seed_checkpoint=args.seed_checkpoint,
+    )
+    if args.seed_checkpoint:
+        trainer_config.parallelism.data_parallel_shard_degree = 1  # one process, unsharded
+        trainer_config.parallelism.expert_parallel_degree = 1
+        trainer_config.parallelism.tensor_parallel_degree = 1
+        trainer_config.parallelism.data_parallel_replicate_degree = 1
+
+    rank = int(os.environ.get("RANK", "0"))
+    trainer = None
+    started = time.time()
+    try:
+        trainer = trainer_config.build()
+        if args.seed_checkpoint:
+            trainer.checkpointer.save(curr_step=0, last_step=True)
+            logger.info(f"seed checkpoint written to {initial}")
+            return 0
+        if rank == 0:
+            _write_job_info(job_dir, trainer, settings, device, world, peak, vocab_size, torch, torchtitan)
+        trainer.checkpointer.load(step=trainer_config.checkpoint.load_step)
+        start_step = trainer.step
+        if rank == 0:
+            _append_segment(job_dir, event="start", time=round(started, 3), step=start_step, world_size=world,
+                            device_type=device)
+        _train_from_loaded(trainer)
+        if rank == 0:
+            _append_segment(job_dir, event="end", time=round(time.time(), 3), step=trainer.step)
+    finally:
+        if trainer is not None:
+            trainer.close()
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+    return 0
+
+
+def _train_from_loaded(trainer) -> None:
+    """torchtitan's Trainer.train() loads the checkpoint itself; we loaded it already to know the start step,
+    and loading twice is harmless but slow at scale, so skip the second load."""
+    checkpointer = trainer.checkpointer
+    original = checkpointer.load
+    checkpointer.load = lambda *a, **k: True
+    try:
+        trainer.train()
+    finally:
+        checkpointer.load = original
+
+
+def _write_job_info(job_dir, trainer, settings, device, world, peak, vocab_size, torch, torchtitan) -> None:
+    mp = trainer.metrics_processor
+    info = {
+        "flavor": settings.flavor,
+        "vocab_size": vocab_size,
+        "device_type": device,
+        "device_name": mp.device_memory_monitor.device_name,
+        "world_size": world,
+        "nodes": settings.parallelism.nodes,
+        "num_flops_per_token": int(mp.num_flops_per_token),
+        "peak_flops_per_device": float(mp.gpu_peak_flops),
+        "peak_flops_source": "[pretrain] peak_flops_per_device" if settings.peak_flops_per_device
+        else ("measured float32 matmul rate of one rank" if device == "cpu" else "torchtitan's device table"),
+        "gradient_accumulation_steps": trainer.gradient_accumulation_steps,
+        "torch_version": torch.__version__,
+        "torchtitan_version": getattr(torchtitan, "__version__", "unknown"),
+    }
+    job_dir.mkdir(parents=True, exist_ok=True)
+    (job_dir / "job_info.json").write_text(json.dumps(info, indent=2) + "\n")
+
+
+def _append_segment(job_dir, **row) -> None:
+    with open(job_dir / "segments.jsonl", "a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,235 @@
+"""The pretrain stage: train the EUROPA MoE with torchtitan on the run's tokenizer and shards.
+
+One unit: the training job. The job is never a Prefect task itself: the unit starts it as a subprocess
+(`launcher = "local"`: one process; `"torchrun"`: N ranks on this machine) or submits it to Slurm
+(`"slurm"`, JUPITER) and follows it until it ends, showing steps, loss and new checkpoints. The job writes into
+a folder that survives crashes (<run>/.work/pretrain/<fingerprint>/job); running the stage again resumes from
+its newest complete checkpoint. When training has reached `steps`, finalize publishes the job folder as
+<run>/pretrain/ (hard links: no copy of the checkpoints, and the job folder stays intact until the publish has
+succeeded) with a manifest holding what the compliance stage needs: tokens, steps, time, devices,
+device-hours, training FLOPs estimated two ways, and the checksums of the final checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pipeline import progress
+from pipeline.config import REPO_ROOT
+from pipeline.manifest import Manifest, digest, sha256_file
+from pipeline.stage import StageContext, StageError, StageOutcome, Unit
+from stages.pretrain import job as jobdir
+from stages.pretrain.config import PretrainConfig
+
+JOB = "job"
+PUBLISHED = ("checkpoints", "metrics.jsonl", "segments.jsonl", "job_info.json", "train.log", "tb")
+
+
+class PretrainStage:
+    name: ClassVar[str] = "pretrain"
+    code_version: ClassVar[str] = "1"
+
+    def input_signature(self, ctx: StageContext) -> Any:
+        return None  # everything it reads is the upstream stages' published output
+
+    def plan(self, ctx: StageContext) -> list[Unit]:
+        return [Unit("train", {})]
+
+    # --- the job ------------------------------------------------------------------------------------------
+    def run_unit(self, ctx: StageContext, unit: Unit, out_dir: Path) -> dict[str, Any]:
+        settings: PretrainConfig = ctx.settings
+        job = ctx.work_dir / JOB
+        job.mkdir(parents=True, exist_ok=True)
+        done = jobdir.complete_checkpoints(job)
+        if done and done[-1].step >= settings.steps:
+            progress.note(self.name, f"job already reached step {done[-1].step}; nothing to train")
+        elif settings.launcher == "slurm":
+            self._follow_slurm(ctx, job)
+        else:
+            if done:
+                progress.note(self.name, f"resuming from {done[-1].name} of {job}")
+            self._run_local(ctx, job)
+        final = jobdir.complete_checkpoints(job)
+        if not final or final[-1].step < settings.steps:
+            reached = final[-1].step if final else 0
+            raise StageError(
+                f"stage pretrain: training ended at step {reached} of {settings.steps} without an error exit "
+                f"(ran out of data or was stopped); see {job / 'train.log'}; rerun to resume from the last checkpoint")
+        return {"job_dir": str(job), "final_step": final[-1].step}
+
+    def _command(self, ctx: StageContext, job: Path, *extra: str) -> list[str]:
+        return [sys.executable, "-m", "stages.pretrain.entry", "--run-dir", str(ctx.run_dir.path), "--job-dir", str(job), *extra]
+
+    def _run_local(self, ctx: StageContext, job: Path) -> None:
+        settings: PretrainConfig = ctx.settings
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        world = settings.parallelism.world_size
+        if settings.launcher == "torchrun":
+            if settings.device != "cuda" and not jobdir.complete_checkpoints(job) and not (job / "seed" / "checkpoints" / "step-0" / ".metadata").exists():
+                progress.note(self.name, "writing a seed checkpoint (CPU ranks cannot initialise sharded experts differently)")
+                self._stream(self._command(ctx, job, "--seed-checkpoint"), env, job, "seed")
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world}",
+                   "-m", "stages.pretrain.entry", "--run-dir", str(ctx.run_dir.path), "--job-dir", str(job)]
+        else:
+            cmd = self._command(ctx, job)
+        progress.note(self.name, f"training {settings.flavor} for {settings.steps} steps on {world} process(es); log {job / 'train.log'}")
+        self._stream(cmd, env, job, "train")
+
+    def _stream(self, cmd: list[str], env: dict, job: Path, what: str) -> None:
+        """Run a training process, keep its output in train.log, show step lines at most every 2 s."""
+        tail: deque[str] = deque(maxlen=15)
+        last_shown = 0.0
+        with open(job / "train.log", "a", encoding="utf-8") as log:
+            log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd)}\n")
+            proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, errors="replace")
+            try:
+                for line in proc.stdout:
+                    log.write(line)
+                    tail.append(line.rstrip())
+                    if " step: " in line and time.monotonic() - last_shown >= progress.MIN_INTERVAL_S:
+                        last_shown = time.monotonic()
+                        progress.note(self.name, line.split(" - INFO - ", 1)[-1].strip())
+                code = proc.wait()
+            except BaseException:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                raise
+        if code != 0:
+            cause = next((t for t in reversed(tail) if "Error" in t or "europa pretrain:" in t), tail[-1] if tail else "")
+            raise StageError(f"stage pretrain: {what} process exited with {code}: {cause.strip()[:300]} "
+                             f"(full output: {job / 'train.log'})")
+
+    def _follow_slurm(self, ctx: StageContext, job: Path) -> None:
+        from europa_model import jupiter
+
+        rendered = jupiter.render_job(ctx.config, ctx.run_dir.path, job)
+        script = job / "job.sbatch"
+        script.write_text(rendered.sbatch)
+        job_id = jupiter.submit(script)
+        progress.note(self.name, f"submitted Slurm job {job_id} ({script}); following it")
+        seen: set[int] = {c.step for c in jobdir.complete_checkpoints(job)}
+        while True:
+            state = jupiter.job_state(job_id)
+            for c in jobdir.complete_checkpoints(job):
+                if c.step not in seen:
+                    seen.add(c.step)
+                    progress.note(self.name, f"job {job_id}: new checkpoint {c.name}")
+            rows = jobdir.metrics(job)
+            if rows:
+                r = rows[-1]
+                progress.note(self.name, f"job {job_id} {state}: step {r['step']} loss {r.get('loss', float('nan')):.4f}")
+            if state in jupiter.TERMINAL_STATES:
+                break
+            time.sleep(60)
+        if state != "COMPLETED":
+            raise StageError(f"stage pretrain: Slurm job {job_id} ended {state}; see {job}/slurm-{job_id}.out; "
+                             "rerun the stage to resubmit (it resumes from the newest checkpoint)")
+
+    # --- publishing -----------------------------------------------------------------------------------------
+    def finalize(self, ctx: StageContext, results: dict[str, dict[str, Any]], out_dir: Path) -> StageOutcome:
+        job = Path(results["train"]["job_dir"])
+        for name in PUBLISHED:
+            src = job / name
+            if src.is_dir():
+                shutil.copytree(src, out_dir / name, copy_function=os.link)
+            elif src.is_file():
+                os.link(src, out_dir / name)
+        statistics = training_statistics(ctx.settings, out_dir)
+        t, c = statistics["training"], statistics["compute"]
+        summary = {"steps": t["steps"], "tokens": t["tokens_seen"], "final loss": round(t["final_loss"], 4),
+                   "checkpoints": len(jobdir.complete_checkpoints(out_dir)), "FLOPs": f"{c['flops_analytic']:.2e}"}
+        return StageOutcome(statistics=statistics, summary=summary)
+
+    def summary_markdown(self, manifest: Manifest) -> str:
+        s = manifest.statistics
+        m, t, c = s["model"], s["training"], s["compute"]
+        return "\n".join([
+            f"# pretrain: {m['flavor']} ({m['total_params']:,} parameters, {m['active_params']:,} active)", "",
+            "| figure | value |", "|---|---|",
+            f"| steps | {t['steps']:,} |", f"| tokens | {t['tokens_seen']:,} |", f"| final loss | {t['final_loss']:.4f} |",
+            f"| devices | {t['device_count']} x {t['device_type']} ({t['device_name']}) |",
+            f"| wall time | {t['wall_time_s']:.0f} s |", f"| device-hours | {t['device_hours']:.4f} |",
+            f"| training FLOPs (6 x active x tokens + attention) | {c['flops_analytic']:.3e} |",
+            f"| training FLOPs (devices x time x peak x MFU) | {c['flops_hardware']:.3e} |",
+            f"| mean MFU | {c['mfu']:.2%} |", f"| final checkpoint | {s['checkpoint']['path']} |",
+        ])
+
+
+def training_statistics(settings: PretrainConfig, folder: Path) -> dict[str, Any]:
+    """The manifest's statistics from a finished job folder (contract read by compliance; see docs)."""
+    from europa_model.flavors import FLAVORS, count_parameters
+    from europa_model.flops import training_flops_per_token
+
+    info = jobdir.job_info(folder)
+    rows = jobdir.metrics(folder)
+    segs = jobdir.segments(folder)
+    final = jobdir.complete_checkpoints(folder)[-1]
+    if not info or not rows:
+        raise StageError(f"stage pretrain: {folder} lacks job_info.json or metrics.jsonl; the job did not start "
+                         "properly; rerun with --force")
+    f = FLAVORS[settings.flavor]
+    counts = count_parameters(settings.flavor, info["vocab_size"])
+    p = settings.parallelism
+    dp = p.data_parallel_replicate * p.shard_degree
+    global_batch = settings.global_batch_size or settings.local_batch_size * dp
+    tokens = final.step * global_batch * settings.seq_len
+    per_token = training_flops_per_token(settings.flavor, info["vocab_size"], settings.seq_len)
+    wall = sum(s["end"] - s["start"] for s in segs)
+    device_seconds = sum((s["end"] - s["start"]) * s["world_size"] for s in segs)
+    steady = [r for r in rows if r["step"] > 1] or rows  # step 1 pays for start-up and lazy initialisation
+    peak = float(info["peak_flops_per_device"])
+    # utilisation from our FLOPs per token and the measured tokens/s per device
+    mfu = sum(per_token["total"] * r["tokens_per_s_per_device"] / peak for r in steady) / len(steady)
+    flops_analytic = per_token["total"] * tokens
+    flops_hardware = device_seconds * peak * mfu
+    files = [{"path": p_.relative_to(folder).as_posix(), "sha256": sha256_file(p_), "bytes": p_.stat().st_size}
+             for p_ in sorted(final.path.rglob("*")) if p_.is_file()]
+    planned_tokens = settings.steps * global_batch * settings.seq_len
+    return {
+        "model": {
+            "flavor": settings.flavor,
+            "architecture": "decoder-only transformer, Mixture-of-Experts (DeepSeek-V3 / Kimi-K2 layers: MLA attention, "
+                            f"{f.num_experts} routed experts top-{f.top_k} + {f.num_shared_experts} shared, "
+                            f"first {f.n_dense_layers} layers dense), built with torchtitan",
+            "vocab_size": info["vocab_size"], "total_params": counts["total"], "active_params": counts["active"],
+            "active_matmul_params": counts["active_matmul"], "dim": f.dim, "n_layers": f.n_layers,
+            "n_dense_layers": f.n_dense_layers, "num_experts": f.num_experts, "top_k": f.top_k,
+            "num_shared_experts": f.num_shared_experts, "context_length": settings.seq_len,
+        },
+        "training": {
+            "steps": final.step, "tokens_seen": tokens, "seq_len": settings.seq_len, "global_batch_size": global_batch,
+            "optimizer": settings.optimizer.name, "lr": settings.optimizer.lr, "precision": settings.precision,
+            "wall_time_s": round(wall, 3), "device_type": info["device_type"], "device_name": info["device_name"],
+            "device_count": max((s["world_size"] for s in segs), default=info["world_size"]),
+            "nodes": info.get("nodes", 1), "device_hours": round(device_seconds / 3600, 6),
+            "launcher": settings.launcher, "segments": len(segs), "final_loss": rows[-1]["loss"],
+            "first_loss": rows[0]["loss"], "tokens_per_s_per_device": sum(r["tokens_per_s_per_device"] for r in steady) / len(steady),
+            "peak_memory_gib": max(r.get("memory_gib", 0.0) for r in rows),
+            "torch_version": info.get("torch_version"), "torchtitan_version": info.get("torchtitan_version"),
+        },
+        "compute": {
+            "flops_per_token": per_token["total"], "flops_per_token_matmul": per_token["matmul"],
+            "flops_per_token_attention": per_token["attention"], "flops_attention": per_token["attention"] * tokens,
+            "flops_analytic": flops_analytic, "flops_hardware": flops_hardware,
+            "peak_flops_per_device": peak, "peak_flops_source": info.get("peak_flops_source"), "mfu": mfu,
+            "agreement": flops_hardware / flops_analytic if flops_analytic else None,
+            "method_analytic": "6 x active matmul parameters x tokens + attention (6 x layers x seq_len x heads x "
+                               "(qk_dim + v_dim) per token); europa_model/flops.py",
+            "method_hardware": "devices x wall seconds of the training processes x peak FLOP/s x mean measured MFU "
+                               "(start-up and checkpointing included in the seconds)",
+        },
+        "checkpoint": {"final_step": final.step, "path": f"checkpoints/{final.name}",
+                       "sha256": digest([(x["path"], x["sha256"]) for x in files]), "files": files},
+        "projection": {"planned_tokens": planned_tokens, "planned_flops": planned_tokens * per_token["total"]},
+    }

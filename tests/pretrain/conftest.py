@@ -1,0 +1,59 @@
+"""A small real run (6 languages through ingest, tokenizer and shards) that the pretrain tests train on."""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+from tests.conftest import udhr_source, write_config
+
+LANGS = '["de", "el", "ga", "mt", "bg", "fi"]'
+DATA = """
+[tokenizer]
+vocab_size = 1000
+reserved_tokens = 2
+[shards]
+val_fraction = 0.1
+max_shard_tokens = 4096
+"""
+
+
+def pretrain_section(**overrides) -> str:
+    """A [pretrain] section for a few-second tiny run; keyword overrides are TOML lines (key=value)."""
+    lines = {"flavor": '"tiny"', "seq_len": "64", "local_batch_size": "4", "steps": "6", "log_every": "1"}
+    lines.update({k: v for k, v in overrides.items() if "." not in k})
+    body = "[pretrain]\n" + "".join(f"{k} = {v}\n" for k, v in lines.items())
+    tables: dict[str, list[str]] = {"schedule": ["warmup_steps = 2"], "checkpoint": ["interval = 3"]}
+    for k, v in overrides.items():
+        if "." in k:
+            table, key = k.split(".", 1)
+            tables.setdefault(table, []).append(f"{key} = {v}")
+    for table, entries in tables.items():
+        body += f"[pretrain.{table}]\n" + "".join(e + "\n" for e in entries)
+    return body
+
+
+@pytest.fixture(scope="session")
+def data_run(tmp_path_factory, udhr_dir) -> Path:
+    """ingest -> tokenizer -> shards once per session; tests copy it."""
+    tmp = tmp_path_factory.mktemp("pretrain-data")
+    cfg = write_config(tmp, udhr_source(udhr_dir) + DATA + pretrain_section(), languages=LANGS)
+    run_dir = tmp / "run"
+    assert main(["run", "--config", str(cfg), "--run-dir", str(run_dir), "--to", "shards"]) == 0
+    return run_dir
+
+
+def make_run(tmp_path: Path, data_run: Path, udhr_dir: Path, **overrides) -> tuple[Path, Path]:
+    """A copy of the data run plus a config with the given [pretrain] settings: (config path, run dir)."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(data_run, run_dir, ignore=shutil.ignore_patterns(".lock", "run.toml", "pretrain", ".work", ".state"))
+    cfg = write_config(tmp_path, udhr_source(udhr_dir) + DATA + pretrain_section(**overrides), languages=LANGS)
+    return cfg, run_dir
+
+
+def read(path: Path) -> str:
+    return textwrap.dedent(path.read_text())

@@ -1,0 +1,124 @@
+"""The pretrain stage trains the tiny EUROPA MoE for real with torchtitan on CPU: one process, torchrun, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.config import REPO_ROOT, ConfigError, load_config
+from pipeline.manifest import sha256_file
+from stages.pretrain import job as jobdir
+from tests.pretrain.conftest import make_run
+
+
+def losses(folder: Path) -> dict[int, float]:
+    return {r["step"]: r["loss"] for r in jobdir.metrics(folder)}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, data_run, udhr_dir):
+    tmp = tmp_path_factory.mktemp("trained")
+    cfg, run_dir = make_run(tmp, data_run, udhr_dir)
+    assert main(["stage", "pretrain", "--config", str(cfg), "--run-dir", str(run_dir)]) == 0
+    return cfg, run_dir
+
+
+def test_trains_checkpoints_and_records(trained):
+    cfg, run_dir = trained
+    out = run_dir / "pretrain"
+    m = json.loads((out / "manifest.json").read_text())
+    s = m["statistics"]
+    # two checkpoints (interval 3), complete DCP folders with the full training state
+    assert [c.name for c in jobdir.complete_checkpoints(out)] == ["step-3", "step-6"]
+    assert s["checkpoint"]["path"] == "checkpoints/step-6"
+    for f in s["checkpoint"]["files"]:
+        assert sha256_file(out / f["path"]) == f["sha256"]
+    # every step logged with the figures the manifest is built from; the model learned something
+    rows = jobdir.metrics(out)
+    assert [r["step"] for r in rows] == [1, 2, 3, 4, 5, 6]
+    for key in ("loss", "grad_norm", "lr", "tokens_per_s_per_device", "memory_gib", "mfu_pct"):
+        assert all(r[key] is not None for r in rows), key
+    assert rows[-1]["loss"] < rows[0]["loss"]
+    assert list((out / "tb").rglob("events.out.tfevents.*")), "TensorBoard events missing"
+    t, c = s["training"], s["compute"]
+    assert t["steps"] == 6 and t["tokens_seen"] == 6 * 4 * 64 and t["device_count"] == 1 and t["device_type"] == "cpu"
+    assert t["device_hours"] > 0 and t["wall_time_s"] > 0
+    assert c["flops_analytic"] == c["flops_per_token"] * t["tokens_seen"]
+    assert c["flops_per_token"] == 6 * s["model"]["active_matmul_params"] + c["flops_per_token_attention"]
+    assert 0 < c["mfu"] < 1 and c["flops_hardware"] > 0 and c["agreement"] > 0
+    assert s["model"]["total_params"] > s["model"]["active_params"] > 0
+
+
+def test_rerun_is_fresh_and_skips(trained, capsys):
+    cfg, run_dir = trained
+    t0 = time.monotonic()
+    assert main(["stage", "pretrain", "--config", str(cfg), "--run-dir", str(run_dir)]) == 0
+    assert time.monotonic() - t0 < 10
+    assert "fresh, nothing to do" in capsys.readouterr().out
+
+
+def test_resumes_from_latest_checkpoint_after_a_crash(tmp_path, data_run, udhr_dir, trained):
+    """Kill training after its first checkpoint; the rerun resumes there and ends where an uninterrupted run
+    ends: same losses after the checkpoint (dataloader, optimizer and schedule state restored)."""
+    _, reference_run = trained
+    cfg, run_dir = make_run(tmp_path, data_run, udhr_dir)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "stage", "pretrain", "--config", str(cfg),
+                             "--run-dir", str(run_dir)], cwd=REPO_ROOT, env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    job = None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        jobs = list((run_dir / ".work" / "pretrain").glob("*/job"))
+        if jobs and any(c.step == 3 for c in jobdir.complete_checkpoints(jobs[0])):
+            job = jobs[0]
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert job is not None, "training never wrote its step-3 checkpoint"
+    if any(c.step == 6 for c in jobdir.complete_checkpoints(job)):
+        pytest.skip("training finished before it could be interrupted")
+
+    assert main(["status", "--config", str(cfg), "--run-dir", str(run_dir)]) == 0
+    assert main(["stage", "pretrain", "--config", str(cfg), "--run-dir", str(run_dir)]) == 0
+    out = run_dir / "pretrain"
+    log = (out / "train.log").read_text()
+    assert "Loading the checkpoint" in log or "resum" in log.lower()
+    resumed, reference = losses(out), losses(reference_run / "pretrain")
+    for step in (4, 5, 6):
+        assert resumed[step] == pytest.approx(reference[step], rel=1e-4), step
+    assert json.loads((out / "manifest.json").read_text())["statistics"]["training"]["segments"] == 2
+
+
+def test_config_errors_name_the_key(tmp_path, data_run, udhr_dir):
+    cfg, _ = make_run(tmp_path, data_run, udhr_dir, **{"parallelism.processes_per_node": "2"})
+    with pytest.raises(ConfigError, match=r"\[pretrain\].*launcher 'local' runs one process"):
+        load_config(cfg)
+    cfg, _ = make_run(tmp_path / "b", data_run, udhr_dir, launcher='"torchrun"',
+                      **{"parallelism.processes_per_node": "2", "parallelism.expert_parallel": "4"})
+    with pytest.raises(ConfigError, match="expert_parallel 4 must divide"):
+        load_config(cfg)
+
+
+def test_activation_offload_on_cpu_is_refused_naming_the_supported_modes(tmp_path, data_run, udhr_dir):
+    from stages.pretrain.trainer_config import UnsupportedSetting, build_trainer_config
+
+    cfg, run_dir = make_run(tmp_path, data_run, udhr_dir, **{"activation_checkpoint.mode": '"offload"'})
+    settings = load_config(cfg).section("pretrain")
+    kwargs = dict(shards_dir=run_dir / "shards", tokenizer_dir=run_dir / "tokenizer", job_dir=tmp_path / "job",
+                  vocab_size=1000, seed=1)
+    with pytest.raises(UnsupportedSetting, match=r'activation_checkpoint\] mode = "offload".*"selective" or "full"'):
+        build_trainer_config(settings, device_type="cpu", **kwargs)
+    # on a GPU node the same setting selects torchtitan's compile-based trainer with SAC + host offload
+    config = build_trainer_config(settings, device_type="cuda", **kwargs)
+    assert type(config).__qualname__ == "GraphTrainer.Config"
+    assert config.compile.memory_policy == "sac_and_offload" and config.compile.cpu_offload_budget_gb == 60.0
