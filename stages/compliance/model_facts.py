@@ -1,0 +1,110 @@
+"""Facts about the trained model, from the pretrain and tokenizer records.
+
+Why shared: Annex XI 1.1(d)/(e), Annex XII 1(f)/(g)/2(b) and the Model Documentation Form describe the same
+model; reading it in one place keeps their figures identical. Parameter counts are shown exactly and with two
+significant figures, with the form's size bin (stages/compliance/numbers.py).
+"""
+
+from __future__ import annotations
+
+from stages.compliance.facts import Fact, Records, constant, derive, show
+from stages.compliance.numbers import parameter_bin, sci, with_sig2
+
+P = "pretrain"
+OBJECTIVE_SOURCE = "pipeline code: the pretrain stage trains with the next-token cross-entropy loss (stages/pretrain)"
+
+
+def total_params(rec: Records) -> Fact:
+    return rec.number(P, "statistics.model.total_params", with_sig2)
+
+
+def active_params(rec: Records) -> Fact:
+    return rec.number(P, "statistics.model.active_params", with_sig2)
+
+
+def size_bin(rec: Records) -> Fact:
+    return derive(parameter_bin, total_params(rec), method="total parameters binned by the form's size ranges", fmt=str)
+
+
+def context_length(rec: Records) -> Fact:
+    return rec.number(P, "statistics.model.context_length", lambda n: f"{n:,} tokens")
+
+
+def architecture(rec: Records) -> Fact:
+    return rec.fact(P, "statistics.model.architecture", kind=str)
+
+
+def architecture_summary(rec: Records) -> Fact:
+    """About 20 words, as the form recommends: family, depth, experts, size."""
+    keys = ("architecture", "n_layers", "n_dense_layers", "num_experts", "top_k", "num_shared_experts", "total_params", "active_params")
+    facts = [rec.fact(P, f"statistics.model.{k}") for k in keys]
+
+    def text(arch, layers, dense, experts, k, shared, total, active) -> str:
+        moe = f"{experts} routed experts (top-{k}) and {shared} shared expert{'s' if shared != 1 else ''} per MoE layer" if experts else "dense"
+        return (f"{arch}: decoder-only transformer, {layers} layers ({dense} dense), {moe}; "
+                f"{sci(total)} parameters, {sci(active)} active per token.")
+
+    return derive(text, *facts, method="pretrain statistics.model fields", fmt=str)
+
+
+def dimensions_rows(rec: Records) -> list[list[Fact]]:
+    rows = []
+    for key, label in (("flavor", "flavor"), ("dim", "model dimension"), ("n_layers", "layers"), ("n_dense_layers", "dense layers"),
+                       ("num_experts", "routed experts per MoE layer"), ("top_k", "experts active per token"),
+                       ("num_shared_experts", "shared experts"), ("vocab_size", "vocabulary"), ("context_length", "context length (tokens)"),
+                       ("total_params", "parameters, total"), ("active_params", "parameters, active per token"),
+                       ("active_matmul_params", "parameters in matmuls per token (N of 6N)")):
+        fmt = with_sig2 if key.endswith("params") else show
+        rows.append([constant(label, source=Records.where(P, f"statistics.model.{key}")), rec.fact(P, f"statistics.model.{key}", fmt)])
+    return rows
+
+
+def io_format(rec: Records) -> Fact:
+    """Inputs and outputs: text as SentencePiece tokens of the run's tokenizer."""
+    kind = rec.fact("tokenizer", "statistics.model.type", kind=str)
+    vocab = rec.number("tokenizer", "statistics.model.vocab_size")
+    return derive(lambda t, v: f"text (UTF-8) in and out, as tokens of a SentencePiece {t.upper()} tokenizer with {v:,} pieces "
+                               f"and byte fallback (tokenizer.model / tokenizer.json)",
+                  kind, vocab, method="tokenizer statistics.model", fmt=str)
+
+
+def max_input(rec: Records) -> Fact:
+    return derive(lambda n: f"{n:,} tokens (context window); output up to the same window", context_length(rec),
+                  method="the context length the model was trained with", fmt=str)
+
+
+def software(rec: Records) -> Fact:
+    facts = [rec.fact(P, "statistics.training.torch_version", kind=str), rec.fact(P, "statistics.training.torchtitan_version", kind=str),
+             rec.fact(P, "package_version", kind=str)]
+    return derive(lambda t, tt, pkg: f"PyTorch {t}, torchtitan {tt}, europa-pipeline {pkg} (model code and tokenizer loading)",
+                  *facts, method="pretrain record: training software versions", fmt=str)
+
+
+def checkpoint_hash(rec: Records) -> Fact:
+    return rec.fact(P, "statistics.checkpoint.sha256", lambda h: f"sha256 {h}", kind=str)
+
+
+def checkpoint_path(rec: Records) -> Fact:
+    return rec.fact(P, "statistics.checkpoint.path", lambda p: f"pretrain/{p}", kind=str)
+
+
+def training_design(rec: Records) -> Fact:
+    """Training methodology from the records: objective, optimizer, schedule, batch, precision, parallelism."""
+    t = lambda k: rec.fact(P, f"statistics.training.{k}")  # noqa: E731
+    facts = [t("optimizer"), t("lr"), t("steps"), t("global_batch_size"), t("seq_len"), t("precision"), t("tokens_seen"),
+             rec.fact(P, "config.schedule", kind=dict), rec.fact(P, "config.parallelism", kind=dict), objective()]
+
+    def text(opt, lr, steps, batch, seq, prec, seen, sched, par, obj) -> str:
+        return (f"Pre-training on {obj}. Optimizer {opt}, peak learning rate {lr:g}, "
+                f"warmup {sched.get('warmup_steps')} steps then {sched.get('decay_type')} decay over the last "
+                f"{sched.get('decay_ratio')} of {steps:,} steps to {sched.get('min_lr_factor')} x peak; "
+                f"global batch {batch} sequences of {seq:,} tokens ({seen:,} tokens seen); {prec} parameters; "
+                f"parallelism: {par.get('nodes')} node(s) x {par.get('processes_per_node')} process(es), "
+                f"data-parallel replicate {par.get('data_parallel_replicate')}, expert-parallel {par.get('expert_parallel')}, "
+                f"tensor-parallel {par.get('tensor_parallel')}.")
+
+    return derive(text, *facts, method="pretrain statistics.training and config (schedule, parallelism)", fmt=str)
+
+
+def objective() -> Fact:
+    return constant("next-token prediction (cross-entropy)", source=OBJECTIVE_SOURCE)

@@ -1,0 +1,79 @@
+"""The compliance stage: the EU AI Act documents of a run, written from the run's records.
+
+No units: the documents are small and come from the manifests alone, so finalize does all the work
+(stages/compliance/generate.py). With `[compliance] strict = true` the stage fails, before anything is
+published, while any value is open (listed in open_items.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pipeline.manifest import Manifest
+from pipeline.stage import StageContext, StageError, StageOutcome, Unit
+from stages.compliance.config import ComplianceConfig
+
+MAX_ITEMS_IN_ERROR = 8
+
+
+class ComplianceStage:
+    name = "compliance"
+    code_version = "1"
+
+    def input_signature(self, ctx: StageContext) -> Any:
+        return None  # everything it reads is an upstream manifest (in the fingerprint) or its own config
+
+    def plan(self, ctx: StageContext) -> list[Unit]:
+        return []
+
+    def run_unit(self, ctx: StageContext, unit: Unit, out_dir: Path) -> dict[str, Any]:
+        raise AssertionError("the compliance stage has no units")
+
+    def finalize(self, ctx: StageContext, results: dict[str, dict[str, Any]], out_dir: Path) -> StageOutcome:
+        from stages.compliance.annex_xi import systemic
+        from stages.compliance.compute import compute_facts
+        from stages.compliance.facts import Records
+        from stages.compliance.generate import FormSchemaError, generate, write
+
+        cfg: ComplianceConfig = ctx.settings  # type: ignore[assignment]
+        try:
+            bundle = generate(ctx.run_dir, cfg)
+        except FormSchemaError as e:
+            raise StageError(f"stage compliance: {e}") from None
+        if cfg.strict and bundle.open_items:
+            needs = [i.need for i in bundle.open_items]
+            more = f" (and {len(needs) - MAX_ITEMS_IN_ERROR} more)" if len(needs) > MAX_ITEMS_IN_ERROR else ""
+            raise StageError(
+                f"stage compliance: {len(needs)} open item(s) while [compliance] strict = true: "
+                f"{' | '.join(needs[:MAX_ITEMS_IN_ERROR])}{more}; provide them, or set strict = false to publish with open items")
+        files = write(bundle, out_dir)
+        rec = Records.load(ctx.run_dir, cfg)
+        comp = compute_facts(rec)
+        applies, why = systemic(rec)
+        statistics = {
+            "documents": [d.id for d in bundle.documents],
+            "files": files,
+            "open_items": [{"need": i.need, "used_by": list(i.used_by)} for i in bundle.open_items],
+            "compute": {"training_flops": comp.training.value, "projected_flops": comp.projected.value,
+                        "threshold": 1e25, "presumed_systemic_risk": applies, "reason": why},
+            "strict": cfg.strict,
+        }
+        summary = {"documents": len(bundle.documents), "open items": len(bundle.open_items)}
+        if comp.training.value is not None:
+            from stages.compliance.numbers import sig2
+
+            summary["training FLOP"] = sig2(comp.training.value)
+        return StageOutcome(statistics=statistics, summary=summary)
+
+    def summary_markdown(self, manifest: Manifest) -> str:
+        s = manifest.statistics
+        lines = [f"# compliance: {len(s['documents'])} documents, {len(s['open_items'])} open item(s)", ""]
+        lines += [f"- {f}" for f in s["files"]]
+        c = s["compute"]
+        if c["training_flops"] is not None:
+            verdict = "presumed systemic risk" if c["presumed_systemic_risk"] else "below the 1e25 FLOP presumption"
+            lines += ["", f"Training compute {c['training_flops']:.2e} FLOP: {verdict}."]
+        if s["open_items"]:
+            lines += ["", "Open items:"] + [f"- {i['need']}" for i in s["open_items"]]
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,272 @@
+"""Facts about the training content, from the ingest, tokenizer and shards records.
+
+Why shared: the public summary, Annex XI 2(c), Annex XII 2(c) and the Model Documentation Form all describe
+the same data; reading it in one place keeps their figures identical.
+
+Which count is "the training data size": the tokens of the training split in the shards record
+(`statistics.totals.train_tokens`): the text the model is trained from, once each (the validation split is
+held out; the mixture may repeat or subsample languages, which is reported as mixture weights).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from stages.compliance.facts import Fact, Records, constant, derive, open_fact, show
+from stages.compliance.numbers import percent, sci, text_size_bin, with_sig2
+
+CATEGORY_LABELS = {
+    "public_dataset": "publicly available dataset",
+    "private_licensed": "private dataset licensed from rightsholders",
+    "private_third_party": "private dataset obtained from another third party",
+    "crawled": "crawled by or for the provider",
+    "user_data": "user data",
+    "synthetic": "synthetic data",
+    "other": "other source",
+}
+MODALITY_SOURCE = "pipeline code: the ingest stage reads text only (stages/ingest/sources.py)"
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    name: str
+    record: dict[str, Any]  # ingest statistics.per_source.<name>
+
+    def fact(self, key: str, fmt=show) -> Fact:
+        path = ("statistics", "per_source", self.name, *key.split("."))
+        value: Any = self.record
+        for k in key.split("."):
+            value = value.get(k) if isinstance(value, dict) else None
+        where = Records.where("ingest", path)
+        return Fact(value, fmt(value), (where,)) if value is not None else open_fact(f"{where} (absent in the record)")
+
+    def count(self, key: str) -> Fact:
+        """A counter entry; counters record only what occurred, so an absent key is 0."""
+        counts = self.record.get("counts", {})
+        where = Records.where("ingest", ("statistics", "per_source", self.name, "counts", key))
+        value = int(counts.get(key, 0))
+        return Fact(value, show(value), (where,), "" if key in counts else "absent from the counter: 0")
+
+    @property
+    def category(self) -> str:
+        return str(self.record.get("category", "other"))
+
+
+def sources(rec: Records) -> list[SourceRecord]:
+    per_source = rec.raw("ingest", "statistics.per_source") or {}
+    return [SourceRecord(name, r) for name, r in sorted(per_source.items()) if isinstance(r, dict)]
+
+
+def sources_fact(rec: Records) -> Fact:
+    """The source list itself (for yes/no answers); open without an ingest record."""
+    return rec.fact("ingest", "statistics.per_source", lambda v: ", ".join(sorted(v)) or "none", kind=dict)
+
+
+def category_used(rec: Records, category: str) -> Fact:
+    per_source = sources_fact(rec)
+    return derive(lambda ps: any(r.get("category") == category for r in ps.values()), per_source,
+                  method=f"whether any source has category {category!r}")
+
+
+def description(rec: Records, name: str) -> Fact:
+    d = rec.settings.data.source_descriptions
+    if d is None or name not in d:
+        return open_fact(f"set [compliance.data] source_descriptions.{name} in the run config (what the source contains)")
+    return Fact(d[name], d[name], (f"run config [compliance.data] source_descriptions.{name}",))
+
+
+def train_tokens(rec: Records) -> Fact:
+    return rec.number("shards", "statistics.totals.train_tokens", with_sig2)
+
+
+def size_bin(rec: Records) -> Fact:
+    return derive(text_size_bin, train_tokens(rec), method="training-split tokens binned by the template's edges", fmt=str)
+
+
+def latest_collection(rec: Records) -> Fact:
+    """MM/YYYY of the newest `collected` date over all sources."""
+    dates = [(s.record.get("collected"), s.name) for s in sources(rec) if s.record.get("collected")]
+    if not dates:
+        return open_fact("ingest/manifest.json: statistics.per_source.<source>.collected (no source records a date)")
+    newest, name = max(dates)
+    y, m = newest[:4], newest[5:7]
+    return Fact(f"{m}/{y}", f"{m}/{y}", (Records.where("ingest", ("statistics", "per_source", name, "collected")),),
+                "the latest collection date over all sources")
+
+
+def languages(rec: Records) -> list[str]:
+    per_lang = rec.raw("shards", "statistics.per_language") or {}
+    return sorted(per_lang)
+
+
+def language_rows(rec: Records) -> list[list[Fact]]:
+    """Per language: tokens in the training split, their share, the mixture weight, documents kept."""
+    total = train_tokens(rec)
+    rows = []
+    for lang in languages(rec):
+        tokens = rec.number("shards", f"statistics.per_language.{lang}.train_tokens")
+        share = derive(lambda t, n: t / n if n else None, tokens, total,
+                       method="train_tokens of the language / statistics.totals.train_tokens", fmt=percent)
+        weight = rec.number("shards", f"statistics.mixture.languages.{lang}.weight", percent)
+        docs = rec.number("ingest", f"statistics.per_language.{lang}.kept")
+        rows.append([constant(lang, source=Records.where("shards", "statistics.per_language")), tokens, share, weight, docs])
+    return rows
+
+
+def language_mix_text(rec: Records) -> Fact:
+    per_lang = rec.fact("shards", "statistics.per_language", kind=dict)
+    total = train_tokens(rec)
+
+    def text(pl: dict, n: int) -> str:
+        shares = sorted(((lang, v.get("train_tokens", 0) / n) for lang, v in pl.items()), key=lambda kv: (-kv[1], kv[0])) if n else []
+        return f"{len(pl)} languages: " + ", ".join(f"{lang} {percent(s)}" for lang, s in shares)
+
+    return derive(lambda pl, n: text(pl, n), per_lang, total,
+                  method="per-language train_tokens / total train_tokens, largest first", fmt=str)
+
+
+def documents_kept(rec: Records) -> Fact:
+    return rec.number("ingest", "statistics.totals.kept", lambda v: f"{v:,} documents")
+
+
+def data_points(rec: Records) -> Fact:
+    kept, train, val = documents_kept(rec), train_tokens(rec), rec.number("shards", "statistics.totals.val_tokens")
+    return derive(lambda k, t, v: {"documents": k, "train_tokens": t, "validation_tokens": v}, kept, train, val,
+                  method="documents kept by ingest; tokens of the training and validation splits",
+                  fmt=lambda d: f"{d['documents']:,} documents; {d['train_tokens']:,} training tokens ({sci(d['train_tokens'])}); "
+                                f"{d['validation_tokens']:,} validation tokens")
+
+
+def provenance_text(rec: Records) -> Fact:
+    """One line per source: name, category, licence, where from."""
+    per_source = sources_fact(rec)
+
+    def text(ps: dict) -> str:
+        parts = []
+        for name, r in sorted(ps.items()):
+            where = r.get("repo") or r.get("homepage") or "no link recorded"
+            parts.append(f"{name} ({CATEGORY_LABELS.get(r.get('category'), r.get('category'))}; licence {r.get('licence')}; "
+                         f"{where}; collected {r.get('collected')})")
+        return "; ".join(parts) or "no sources"
+
+    return derive(text, per_source, method="ingest per-source records", fmt=str)
+
+
+def curation_text(rec: Records) -> Fact:
+    """The curation steps as configured for ingest, with what each removed."""
+    cfg = rec.fact("ingest", "config", kind=dict)
+    per_filter = rec.fact("ingest", "statistics.per_filter", kind=dict)
+
+    def text(c: dict, pf: dict) -> str:
+        removed = sum(v for v in pf.values() if isinstance(v, int))
+        langid, dedup, pii, norm = c.get("langid", {}), c.get("dedup", {}), c.get("pii", {}), c.get("normalize", {})
+        quality = sum(v for k, v in pf.items() if k not in {"empty", "tdm_opt_out", "lang_not_eu", "lang_low_score",
+                                                               "lang_mismatch", "exact_duplicate", "near_duplicate"})
+        steps = [
+            f"Unicode {norm.get('form', '?')} normalisation" + (", mojibake repair" if norm.get("fix_mojibake") else ""),
+            f"opt-out domains dropped ({pf.get('tdm_opt_out', 0):,} documents)",
+            f"language identification (cld2, min score {langid.get('min_score')}; "
+            f"{pf.get('lang_not_eu', 0) + pf.get('lang_low_score', 0) + pf.get('lang_mismatch', 0):,} documents removed)",
+            f"Gopher/FineWeb-2 quality filters ({quality:,} documents removed)",
+            "PII redaction (" + ", ".join(k for k in ("email", "ip", "phone", "iban") if pii.get(k)) + ")" if pii.get("enabled") else "no PII redaction",
+            f"deduplication: exact {'on' if dedup.get('exact') else 'off'}, MinHash near-duplicates "
+            f"{'on (threshold ' + str(dedup.get('threshold')) + ')' if dedup.get('near') else 'off'} "
+            f"({pf.get('exact_duplicate', 0) + pf.get('near_duplicate', 0):,} documents removed)",
+        ]
+        return "; ".join(steps) + f". {removed:,} documents removed in all."
+
+    return derive(text, cfg, per_filter, method="ingest config and statistics.per_filter", fmt=str)
+
+
+def filter_rows(rec: Records) -> list[list[Fact]]:
+    per_filter = rec.raw("ingest", "statistics.per_filter") or {}
+    return [[constant(k, source=Records.where("ingest", "statistics.per_filter")),
+             rec.number("ingest", f"statistics.per_filter.{k}")] for k in per_filter]
+
+
+def pii_rows(rec: Records) -> list[list[Fact]]:
+    """Per kind of personal data: whether redaction was on, and how many were redacted."""
+    from stages.ingest.pii import PII_KINDS
+
+    rows = []
+    counts = rec.raw("ingest", "statistics.pii_redactions")
+    for kind in PII_KINDS:
+        enabled = derive(lambda on, k: bool(on and k), rec.fact("ingest", "config.pii.enabled", kind=bool),
+                         rec.fact("ingest", f"config.pii.{kind}", kind=bool), method="config.pii.enabled and the kind's switch")
+        if isinstance(counts, dict):
+            n = int(counts.get(kind, 0))
+            count = Fact(n, show(n), (Records.where("ingest", f"statistics.pii_redactions.{kind}"),),
+                         "" if kind in counts else "absent from the counter: 0")
+        else:
+            count = rec.number("ingest", f"statistics.pii_redactions.{kind}")
+        rows.append([constant(kind, source="stages/ingest/pii.py PII_KINDS"), enabled, count])
+    return rows
+
+
+def bias_measures(rec: Records) -> Fact:
+    """What the records show about identifiable biases across languages: tokenizer parity, per-language evaluation."""
+    metrics = rec.fact("tokenizer", "statistics.metrics", kind=dict)
+    evaluated = rec.fact("evaluate", "statistics.per_language", kind=dict)
+    flagged = rec.fact("evaluate", "statistics.flagged", kind=list)
+
+    def text(m: dict, ev: dict, fl: list) -> str:
+        parities = {lang: v.get("parity") for lang, v in m.items() if isinstance(v, dict) and v.get("parity") is not None}
+        s = "Language balance: UniMax sampling for the tokenizer and the training mixture. "
+        if parities:
+            worst = max(parities, key=parities.__getitem__)
+            s += f"Tokenizer parity (tokens relative to English on parallel text) measured for {len(parities)} languages, worst {worst} {parities[worst]:.2f}. "
+        else:
+            s += "Tokenizer parity not measured (no parallel text configured). "
+        s += f"Validation loss and bits per byte evaluated per language for {len(ev)} languages"
+        s += f"; flagged for under-performance: {', '.join(fl)}." if fl else "; no language flagged."
+        return s
+
+    return derive(text, metrics, evaluated, flagged,
+                  method="tokenizer statistics.metrics.<lang>.parity; evaluate statistics.per_language and flagged", fmt=str)
+
+
+def unsuitable_measures(rec: Records) -> Fact:
+    """Which checks reject unsuitable sources and documents, with what they rejected."""
+    per_filter = rec.fact("ingest", "statistics.per_filter", kind=dict)
+    per_source = sources_fact(rec)
+
+    def text(pf: dict, ps: dict) -> str:
+        lang = pf.get("lang_not_eu", 0) + pf.get("lang_low_score", 0) + pf.get("lang_mismatch", 0)
+        return (f"Every source is recorded with its licence, category, collection date and opt-out handling ({len(ps)} source(s)). "
+                f"Documents are rejected when their domain reserved TDM rights ({pf.get('tdm_opt_out', 0):,}), when they are not in "
+                f"an EU language or not in the language declared by the source ({lang:,}), when they are empty ({pf.get('empty', 0):,}) "
+                f"or fail a quality heuristic for boilerplate, spam, lists or repetition (see curation); a source whose documents are "
+                f"mostly rejected shows in the per-source counts of the ingest record.")
+
+    return derive(text, per_filter, per_source, method="ingest statistics.per_filter and per_source", fmt=str)
+
+
+def modality() -> Fact:
+    return constant("text", source=MODALITY_SOURCE)
+
+
+
+def selection_text(rec: Records) -> Fact:
+    """How the data was obtained (each source's reader) and selected (filters, then the training mixture)."""
+    per_source = sources_fact(rec)
+    policy = rec.fact("shards", "statistics.mixture.policy", kind=str)
+    max_epochs = rec.number("shards", "statistics.mixture.max_epochs")
+
+    def text(ps: dict, pol: str, ep: float) -> str:
+        read = ", ".join(f"{n} ({r.get('kind')}{', ' + r['repo'] if r.get('repo') else ''})" for n, r in sorted(ps.items()))
+        return (f"Obtained by reading the configured sources: {read}. Selected by the ingest filters (see curation), then "
+                f"sampled for training by the {pol} language mixture, each language repeated at most {ep:g} times.")
+
+    return derive(text, per_source, policy, max_epochs, method="ingest per-source kinds; shards statistics.mixture", fmt=str)
+
+
+def validation_text(rec: Records) -> Fact:
+    """The testing/validation data: the held-out split and what the evaluation stage measured on it."""
+    val = rec.number("shards", "statistics.totals.val_tokens")
+    val_docs = rec.number("shards", "statistics.totals.val_docs")
+    sets = rec.fact("evaluate", "statistics.eval_sets", kind=list)
+    step = rec.number("evaluate", "statistics.latest_step")
+    return derive(lambda v, d, s, st: f"Validation split held out by a hash of the document id: {d:,} documents, {v:,} tokens. "
+                                      f"Evaluation sets: {', '.join(map(str, s)) or 'none'}; latest checkpoint evaluated: step {st:,}.",
+                  val, val_docs, sets, step, method="shards statistics.totals; evaluate statistics", fmt=str)

@@ -1,0 +1,103 @@
+"""Records for the compliance tests: a real ingest/tokenizer/shards run plus pretrain and evaluate manifests.
+
+The pretrain and evaluate stages are being built in parallel (issues 5 and 6), so their manifests are written
+here by hand, with exactly the keys of the contract the pretrain stage will write (see the compliance
+section of docs/architecture.md). Once those stages exist, a slow test can run them for real instead.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pipeline.config import REPO_ROOT
+from pipeline.manifest import MANIFEST_NAME, Manifest
+from pipeline.rundir import RunDir
+
+LANGS = '["de", "mt", "fi"]'
+UPSTREAM_BODY = """
+[tokenizer]
+vocab_size = 800
+reserved_tokens = 2
+[shards]
+val_fraction = 0.1
+"""
+
+
+def pretrain_statistics(*, flops: float | None = None, projected: float | None = None) -> dict[str, Any]:
+    """The contract's statistics for the tiny flavor, 100 steps on a CPU; `flops` scales both estimates."""
+    tokens = 100 * 8 * 256
+    per_token = 2_495_232
+    analytic = float(flops if flops is not None else per_token * tokens)
+    return {
+        "model": {"flavor": "tiny", "architecture": "DeepSeek-V3 MoE with MLA attention (torchtitan)", "vocab_size": 800,
+                  "total_params": 812_352, "active_params": 601_216, "active_matmul_params": 409_216, "dim": 64, "n_layers": 3,
+                  "n_dense_layers": 1, "num_experts": 8, "top_k": 2, "num_shared_experts": 1, "context_length": 256},
+        "training": {"steps": 100, "tokens_seen": tokens, "seq_len": 256, "global_batch_size": 8, "optimizer": "adamw", "lr": 0.003,
+                     "wall_time_s": 95.25, "device_type": "cpu", "device_name": "cpu", "device_count": 1, "nodes": 1,
+                     "device_hours": 95.25 / 3600, "launcher": "local", "final_loss": 5.125, "precision": "float32",
+                     "torch_version": "2.13.0", "torchtitan_version": "0.3.0"},
+        "compute": {"flops_per_token": per_token, "flops_analytic": analytic, "flops_attention": analytic * 0.02,
+                    "flops_hardware": analytic * 0.9, "peak_flops_per_device": 1.0e11, "peak_flops_source": "measured matmul rate on CPU",
+                    "mfu": 0.05, "agreement": 0.9, "method_analytic": "6 x active matmul parameters x tokens + attention",
+                    "method_hardware": "devices x seconds x peak FLOP/s x measured utilisation"},
+        "checkpoint": {"final_step": 100, "path": "checkpoints/step-100", "sha256": "ab" * 32,
+                       "files": [{"path": "checkpoints/step-100/__0_0.distcp", "sha256": "cd" * 32, "bytes": 9_876_543}]},
+        "projection": {"planned_tokens": tokens, "planned_flops": float(projected if projected is not None else analytic)},
+    }
+
+
+def evaluate_statistics(langs: list[str]) -> dict[str, Any]:
+    return {"latest_step": 100, "checkpoints_evaluated": [25, 50, 75, 100],
+            "per_language": {lang: {"val_loss": 5.25 + i / 8, "val_bits_per_byte": 2.5 + i / 16, "val_token_accuracy": 0.125}
+                             for i, lang in enumerate(langs)},
+            "eval_sets": ["val"], "flagged": []}
+
+
+def _manifest(stage: str, config: dict, upstream: dict, statistics: dict, at: str) -> Manifest:
+    return Manifest(stage=stage, status="complete", fingerprint=f"{stage}-fp", output_digest=f"{stage}-digest", config=config,
+                    upstream=upstream, code_version="1", package_version="0.1.0", git_commit=None, started_at=at, finished_at=at,
+                    duration_s=1.0, outputs=[], statistics=statistics)
+
+
+def write_pretrain(run: Path, statistics: dict[str, Any] | None = None, *, drop: tuple[str, ...] = (), **kw) -> None:
+    """Write pretrain/manifest.json; `drop` removes dotted keys (e.g. "compute.flops_hardware")."""
+    from stages.pretrain.config import PretrainConfig
+
+    rd = RunDir(run)
+    stats = statistics or pretrain_statistics(**kw)
+    for key in drop:
+        *parents, last = key.split(".")
+        d = stats
+        for p in parents:
+            d = d[p]
+        del d[last]
+    up = {s: {"fingerprint": m.fingerprint, "output_digest": m.output_digest} for s in ("tokenizer", "shards") if (m := rd.manifest(s))}
+    m = _manifest("pretrain", PretrainConfig().model_dump(mode="json"), up, stats, "2026-11-30T10:00:00+00:00")
+    (run / "pretrain").mkdir(parents=True, exist_ok=True)
+    (run / "pretrain" / MANIFEST_NAME).write_text(m.to_json(), encoding="utf-8")
+
+
+def write_evaluate(run: Path, langs: list[str]) -> None:
+    m = _manifest("evaluate", {}, {"pretrain": {"fingerprint": "pretrain-fp", "output_digest": "pretrain-digest"}},
+                  evaluate_statistics(langs), "2026-11-30T11:00:00+00:00")
+    (run / "evaluate").mkdir(parents=True, exist_ok=True)
+    (run / "evaluate" / MANIFEST_NAME).write_text(m.to_json(), encoding="utf-8")
+
+
+def demo_compliance_section() -> dict[str, Any]:
+    """The [compliance] section of configs/demo.toml (only that section: the others belong to other stages)."""
+    return tomllib.loads((REPO_ROOT / "configs" / "demo.toml").read_text(encoding="utf-8"))["compliance"]
+
+
+def upstream_config(udhr_dir: Path) -> str:
+    from tests.conftest import udhr_source
+
+    return udhr_source(udhr_dir) + textwrap.dedent(UPSTREAM_BODY)
+
+
+def load_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))

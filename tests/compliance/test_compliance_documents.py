@@ -1,0 +1,179 @@
+"""The documents: every required item present and traced to a record, open items, strict, byte-identical reruns."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import OrchestrationConfig, PipelineConfig, RunConfig
+from pipeline.rundir import RunDir
+from pipeline.stage import StageContext, StageError
+from stages.compliance import annex_xi, annex_xii, compute_check, copyright, model_form, summary
+from stages.compliance.generate import generate, write
+from stages.compliance.stage import ComplianceStage
+from tests.compliance.conftest import edit_manifest, settings_without
+from tests.compliance.fake_records import demo_compliance_section, write_pretrain
+
+REQUIRED = {
+    summary.DOC_ID: summary.REQUIRED,
+    annex_xi.DOC_ID: annex_xi.REQUIRED_SECTION_1,
+    annex_xii.DOC_ID: annex_xii.REQUIRED,
+    copyright.DOC_ID: copyright.REQUIRED,
+    compute_check.DOC_ID: compute_check.REQUIRED,
+}
+RECORD = ("ingest/manifest.json: ", "tokenizer/manifest.json: ", "shards/manifest.json: ", "pretrain/manifest.json: ",
+          "evaluate/manifest.json: ", "run config [compliance", "pipeline code: ", "Art. ", "stages/ingest/pii.py")
+
+
+def test_demo_declarations_leave_nothing_open_and_every_item_is_traced(run, demo_settings, tmp_path):
+    bundle = generate(RunDir(run), demo_settings)
+    assert bundle.open_items == []
+    files = write(bundle, tmp_path / "out")
+    assert {f"{d}.md" for d in REQUIRED} | {"model_documentation_form.md", "model_documentation_form.json", "index.html",
+                                            "provenance.json", "open_items.md", "model_documentation_form.schema.json"} == set(files)
+    assert "Nothing is open" in (tmp_path / "out" / "open_items.md").read_text()
+    prov = json.loads((tmp_path / "out" / "provenance.json").read_text())
+    for doc, required in REQUIRED.items():
+        got = prov["documents"][doc]["values"]
+        missing = [i for i in required if i not in got]
+        assert not missing, f"{doc}: required items missing: {missing}"
+        for item_id in required:
+            v = got[item_id]
+            assert v["sources"] and all(s.startswith(RECORD) for s in v["sources"]), (doc, item_id, v)
+    # every value of every document names where it came from
+    for doc in prov["documents"].values():
+        for item_id, v in doc["values"].items():
+            assert v.get("sources"), item_id
+    assert set(prov["records"]) == {"ingest", "tokenizer", "shards", "pretrain", "evaluate"}
+
+
+def test_template_sections_and_figures(run, demo_settings):
+    bundle = generate(RunDir(run), demo_settings)
+    v = bundle.provenance["documents"][summary.DOC_ID]["values"]
+    shards = json.loads((run / "shards" / "manifest.json").read_text())["statistics"]
+    assert v["1.3.size_tokens"]["value"] == shards["totals"]["train_tokens"]
+    assert v["1.3.size_bin"]["value"] == "less than 1 billion tokens"
+    shares = {k: x["value"] for k, x in v.items() if k.startswith("1.3.languages[") and k.endswith("share of training tokens")}
+    assert len(shares) == 3 and sum(shares.values()) == pytest.approx(1.0)
+    assert v["1.3.languages[mt].training tokens"]["sources"] == ["shards/manifest.json: statistics.per_language.mt.train_tokens"]
+    assert v["1.3.latest_collection"]["value"] == "05/2024"
+    assert v["2.1.used"]["value"] is True and v["2.3.used"]["value"] is False
+    assert v["2.3.domains[unicode.org].bytes"]["value"] > 0  # the demo's one domain: SME rule lists ceil(5% x 1) = 1
+    assert v["3.2.pii_total"]["value"] == 0 and v["3.2.pii[email].redaction on"]["value"] is True
+    md = bundle.files["public_summary.md"]
+    for heading in ("## 1 General information", "### 1.3 ", "## 2 List of data sources", "### 2.3 ", "## 3 Data processing aspects",
+                    "### 3.1 ", "### 3.2 "):
+        assert heading in md
+
+
+def test_domain_rule_applied_to_the_record(run, demo_settings):
+    def many_domains(m):
+        m["statistics"]["per_domain_bytes"] = {**{f"site{i:02d}.eu": 1000 - i for i in range(25)}, "(none)": 5}
+    edit_manifest(run, "ingest", many_domains)
+    for sme, listed in ((True, ["site00.eu", "site01.eu"]), (False, ["site00.eu", "site01.eu", "site02.eu"])):
+        settings = demo_settings.model_copy(update={"provider": demo_settings.provider.model_copy(update={"sme": sme})})
+        v = generate(RunDir(run), settings).provenance["documents"][summary.DOC_ID]["values"]
+        assert [k.split("[")[1].split("]")[0] for k in v if k.startswith("2.3.domains[") and k.endswith(".bytes")] == listed
+        assert v["2.3.domains_ranked"]["value"] == 25 and v["2.3.no_domain_bytes"]["value"] == 5
+
+
+def test_parameters_two_significant_figures_everywhere(run, demo_settings):
+    bundle = generate(RunDir(run), demo_settings)
+    assert bundle.form["model_properties"]["total_parameters"] == 812_352
+    assert bundle.form["model_properties"]["total_parameters_two_significant"] == "8.1e5"
+    assert bundle.form["model_properties"]["parameter_size_range"] == "<1B"
+    assert "812,352 (8.1 × 10^5)" in bundle.files["annex_xi_technical_documentation.md"]
+    assert "812,352 (8.1 × 10^5)" in bundle.files["annex_xii_downstream_information.md"]
+    ctx = bundle.provenance["documents"][annex_xii.DOC_ID]["values"]["2.b.max_size"]
+    assert ctx["sources"] == ["pretrain/manifest.json: statistics.model.context_length"]
+
+
+def test_form_json_validates_and_schema_catches_errors(run, demo_settings):
+    bundle = generate(RunDir(run), demo_settings)
+    assert model_form.validate(bundle.form) == []
+    assert json.loads(bundle.files["model_documentation_form.json"]) == bundle.form
+    bad = json.loads(json.dumps(bundle.form))
+    bad["model_properties"]["parameter_size_range"] = "huge"
+    bad["general"]["surprise"] = 1
+    problems = model_form.validate(bad)
+    assert any("general" in p and "surprise" in p for p in problems) and any("parameter_size_range" in p for p in problems)
+
+
+def test_a_missing_declaration_is_listed_and_strict_fails(run, tmp_path):
+    settings = settings_without(demo_compliance_section(), "model.licence")
+    bundle = generate(RunDir(run), settings)
+    assert [i.need.split(":")[0] for i in bundle.open_items] == ["set [compliance.model] licence in the run config"]
+    used_by = bundle.open_items[0].used_by
+    assert any("Annex XI" in u and "1.1.f.licence" in u for u in used_by) and any("Annex XII" in u for u in used_by)
+    assert bundle.form["distribution"]["licence"] is None
+    assert "OPEN: needs set [compliance.model] licence" in bundle.files["annex_xi_technical_documentation.md"]
+    assert "1 open item(s)" in bundle.files["open_items.md"]
+
+    stage = ComplianceStage()
+    out = tmp_path / "staging"
+    out.mkdir()
+    stage.finalize(_ctx(run, settings), {}, out)  # not strict: published with the open item
+    assert (out / "open_items.md").exists()
+    strict = settings.model_copy(update={"strict": True})
+    with pytest.raises(StageError, match=r"1 open item\(s\) while \[compliance\] strict = true: set \[compliance.model\] licence"):
+        stage.finalize(_ctx(run, strict), {}, tmp_path / "strict")
+
+
+def test_missing_and_masked_records_become_open_items(run, demo_settings):
+    write_pretrain(run, drop=("model.context_length",))
+    edit_manifest(run, "shards", lambda m: m["statistics"]["totals"].update(train_tokens="***"))
+    shutil.rmtree(run / "evaluate")
+    bundle = generate(RunDir(run), demo_settings)
+    needs = [i.need for i in bundle.open_items]
+    assert "pretrain/manifest.json: statistics.model.context_length (absent in the record)" in needs
+    assert ("shards/manifest.json: statistics.totals.train_tokens (masked by the secrets filter (a key name that looks secret) "
+            "in the record)") in needs
+    assert "the evaluate stage's record (evaluate/manifest.json): run the evaluate stage" in needs
+    assert bundle.form["model_properties"]["input_max_tokens"] is None
+    assert "OPEN" in bundle.files["public_summary.md"]
+
+
+def test_crawled_source_needs_the_crawler_declarations(run, demo_settings):
+    edit_manifest(run, "ingest", lambda m: m["statistics"]["per_source"]["udhr"].update(category="crawled"))
+    bundle = generate(RunDir(run), demo_settings)
+    needs = {i.need.split(":")[0] for i in bundle.open_items}
+    assert "set [compliance.crawler] name in the run config (a source has category 'crawled')" in needs
+    assert "set [compliance.crawler] robots_txt in the run config (a source has category 'crawled')" in needs
+    assert bundle.form["training_data"]["provenance"]["web_crawling"] is True
+
+
+def test_regeneration_is_byte_identical_anywhere(run, demo_settings, tmp_path):
+    a = write(generate(RunDir(run), demo_settings), tmp_path / "a")
+    moved = tmp_path / "elsewhere" / "run"
+    shutil.copytree(run, moved)
+    write(generate(RunDir(moved), demo_settings), tmp_path / "b")
+    for name in a:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    assert str(tmp_path) not in (tmp_path / "a" / "index.html").read_text()
+
+
+def test_html_is_one_page_with_hover_sources_and_links(run, demo_settings):
+    html = generate(RunDir(run), demo_settings).files["index.html"]
+    for doc in REQUIRED:
+        assert f'<section class="doc" id="{doc}">' in html and f'href="{doc}.md"' in html
+    assert 'href="model_documentation_form.json"' in html and 'href="open_items.md"' in html
+    assert 'title="pretrain/manifest.json: statistics.model.total_params"' in html
+    assert "@media print" in html and html.count("<html") == 1
+
+
+def test_demo_config_section_is_valid_and_labelled_demo():
+    data = tomllib.loads((Path(__file__).resolve().parents[2] / "configs" / "demo.toml").read_text())["compliance"]
+    assert "not a real provider" in data["provider"]["name"]
+    from stages.compliance.config import ComplianceConfig
+
+    cfg = ComplianceConfig.model_validate(data)
+    assert cfg.strict is False and cfg.model.release_date == "2026-01-01"
+
+
+def _ctx(run: Path, settings) -> StageContext:
+    config = PipelineConfig(RunConfig(), OrchestrationConfig(engine="local"), {"compliance": settings}, None)
+    return StageContext(RunDir(run), config, "compliance", "test", {})
