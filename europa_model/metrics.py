@@ -29,7 +29,7 @@ _RENAME = {
     "memory/max_active(GiB)": "memory_active_gib",
     "time_metrics/end_to_end(s)": "step_time_s",
     "time_metrics/data_loading(s)": "data_loading_s",
-    "n_tokens_seen": "tokens_seen_per_rank",
+    "n_tokens_seen": "tokens_seen",  # summed over the data-parallel ranks by torchtitan
 }
 
 

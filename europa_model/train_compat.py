@@ -20,7 +20,12 @@ shared/notes/torchtitan-cpu.md.
    flex call with exact dense attention built from the BlockMask's own mask_mod (same masks: causal, per
    document), and build BlockMasks eagerly instead of compiling `create_block_mask` (a cold compile costs
    25-40 s on 2 cores for masks that take milliseconds eagerly). Remove when FlexAttention has a CPU backward.
-4. `gloo_sum_reduction` is not here: it must touch the FSDP modules, so `europa_model.parallelize` does it.
+4. `dist_muon_cpu` (device cpu): torchtitan's DistMuon refuses non-CUDA parameters ("DistMuon requires one
+   CUDA device per process") and creates its transfer stream with `Stream(device=..., priority=0)`, which
+   `torch.cpu.Stream` does not accept. CPU work is synchronous, so CPU storage is accepted and the stream
+   handle drops the device argument; the optimizer's arithmetic is untouched (1 vs 2 ranks agree). Remove
+   when DistMuon supports CPU meshes.
+5. `gloo_sum_reduction` is not here: it must touch the FSDP modules, so `europa_model.parallelize` does it.
 """
 
 from __future__ import annotations
@@ -59,6 +64,9 @@ def apply_for_training(device_type: str) -> tuple[str, ...]:
     if device_type == "cpu" and "dense_flex_attention" not in _applied:
         _install_dense_flex_attention()
         _applied.append("dense_flex_attention")
+    if device_type == "cpu" and "dist_muon_cpu" not in _applied:
+        _allow_dist_muon_on_cpu()
+        _applied.append("dist_muon_cpu")
     return applied()
 
 
@@ -165,3 +173,56 @@ def _install_dense_flex_attention() -> None:
 
     attention.FlexAttention.compiled_flex_attn = staticmethod(dense_attention_from_block_mask)
     attention._compiled_create_block_mask = create_block_mask
+
+
+# --- 4. DistMuon on CPU meshes -------------------------------------------------------------------------------
+
+class _CPUStreamHandle:
+    """`torch.cpu`'s stream API with the CUDA-style `Stream(device=..., priority=...)` signature."""
+
+    Event = torch.cpu.Event
+
+    @staticmethod
+    def Stream(device=None, priority: int = 0):  # noqa: N802 (mirrors torch.cuda.Stream)
+        return torch.cpu.Stream()
+
+    @staticmethod
+    def stream(s):
+        return torch.cpu.stream(s)
+
+    @staticmethod
+    def current_stream(device=None):
+        return torch.cpu.current_stream()
+
+
+def _allow_dist_muon_on_cpu() -> None:
+    from torchtitan.distributed.flex_shard import _optimizer_reshard_runtime as runtime
+    from torchtitan.distributed.flex_shard import dist_muon
+
+    original_validate = dist_muon.DistMuon._validate_parameter_storage
+
+    def validate_parameter_storage(self):
+        try:
+            return original_validate(self)
+        except ValueError as e:
+            if "CUDA" not in str(e):
+                raise
+            devices = {p.to_local().device for g in self.param_groups for p in g["params"]}
+            if len(devices) == 1 and next(iter(devices)).type == "cpu":
+                return devices.pop()
+            raise
+
+    dist_muon.DistMuon._validate_parameter_storage = validate_parameter_storage
+    original_create = runtime._CommunicationContext.create.__func__
+
+    def create(cls, device):
+        if torch.device(device).type != "cpu":
+            return original_create(cls, device)
+        handle = _CPUStreamHandle
+        transfer = handle.Stream(device=device, priority=0)
+        slots = tuple(runtime._PipelineSlot(buffers=runtime._BufferSlot(), compute_input_ready=handle.Event(),
+                                            compute_done=handle.Event(), done=handle.Event())
+                      for _ in range(runtime._NUM_PIPELINE_SLOTS))
+        return cls(device_handle=handle, transfer_stream=transfer, slots=slots)
+
+    runtime._CommunicationContext.create = classmethod(create)

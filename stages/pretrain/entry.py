@@ -96,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     seed_dir = job_dir / "seed"
     initial = seed_dir / "checkpoints" / "step-0"
+    if args.seed_checkpoint:  # only the model is saved and loaded; DistMuon needs sharded parameters to exist
+        settings = settings.model_copy(update={"optimizer": settings.optimizer.model_copy(update={"name": "adamw"})})
     trainer_config = build_trainer_config(
         settings,
         shards_dir=run_dir.stage_dir("shards"),

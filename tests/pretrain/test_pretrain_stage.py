@@ -122,3 +122,26 @@ def test_activation_offload_on_cpu_is_refused_naming_the_supported_modes(tmp_pat
     config = build_trainer_config(settings, device_type="cuda", **kwargs)
     assert type(config).__qualname__ == "GraphTrainer.Config"
     assert config.compile.memory_policy == "sac_and_offload" and config.compile.cpu_offload_budget_gb == 60.0
+
+
+@pytest.mark.slow
+def test_torchrun_two_ranks_with_the_europa_optimizations(tmp_path, data_run, udhr_dir):
+    """FSDP2 over 2 gloo ranks with DistMuon (FlexShard placements); adding expert parallelism 2 and
+    unshard_async_op changes where work happens, not the arithmetic: the losses agree."""
+    common = {"launcher": '"torchrun"', "steps": "4", "parallelism.processes_per_node": "2",
+              "optimizer.name": '"dist_muon"'}
+    runs = {}
+    for name, extra in {"fsdp": {}, "fsdp_ep_async": {"parallelism.expert_parallel": "2",
+                                                      "parallelism.unshard_async_op": "true"}}.items():
+        cfg, run_dir = make_run(tmp_path / name, data_run, udhr_dir, **common, **extra)
+        assert main(["stage", "pretrain", "--config", str(cfg), "--run-dir", str(run_dir)]) == 0
+        runs[name] = run_dir / "pretrain"
+    log = (runs["fsdp_ep_async"] / "train.log").read_text()
+    assert "Optimizer DistMuon" in log and "unshard_async_op on" in log
+    assert "Loading the checkpoint from" in log and "seed" in log  # both ranks start from one seed checkpoint
+    stats = json.loads((runs["fsdp_ep_async"] / "manifest.json").read_text())["statistics"]
+    assert stats["training"]["device_count"] == 2 and stats["training"]["launcher"] == "torchrun"
+    a, b = losses(runs["fsdp"]), losses(runs["fsdp_ep_async"])
+    assert sorted(a) == [1, 2, 3, 4]
+    for step in a:
+        assert b[step] == pytest.approx(a[step], rel=1e-4), step
