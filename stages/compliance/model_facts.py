@@ -35,14 +35,12 @@ def architecture(rec: Records) -> Fact:
 
 
 def architecture_summary(rec: Records) -> Fact:
-    """About 20 words, as the form recommends: family, depth, experts, size."""
-    keys = ("architecture", "n_layers", "n_dense_layers", "num_experts", "top_k", "num_shared_experts", "total_params", "active_params")
+    """About 20 words, as the form recommends: the recorded architecture, depth, width and size."""
+    keys = ("architecture", "n_layers", "n_dense_layers", "dim", "total_params", "active_params")
     facts = [rec.fact(P, f"statistics.model.{k}") for k in keys]
 
-    def text(arch, layers, dense, experts, k, shared, total, active) -> str:
-        moe = f"{experts} routed experts (top-{k}) and {shared} shared expert{'s' if shared != 1 else ''} per MoE layer" if experts else "dense"
-        return (f"{arch}: decoder-only transformer, {layers} layers ({dense} dense), {moe}; "
-                f"{sci(total)} parameters, {sci(active)} active per token.")
+    def text(arch, layers, dense, dim, total, active) -> str:
+        return f"{arch}; {layers} layers ({dense} dense), width {dim}; {sci(total)} parameters, {sci(active)} active per token."
 
     return derive(text, *facts, method="pretrain statistics.model fields", fmt=str)
 

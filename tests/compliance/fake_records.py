@@ -33,7 +33,8 @@ def pretrain_statistics(*, flops: float | None = None, projected: float | None =
     per_token = 2_495_232
     analytic = float(flops if flops is not None else per_token * tokens)
     return {
-        "model": {"flavor": "tiny", "architecture": "DeepSeek-V3 MoE with MLA attention (torchtitan)", "vocab_size": 800,
+        "model": {"flavor": "tiny", "architecture": "decoder-only transformer, Mixture-of-Experts (DeepSeek-V3 / Kimi-K2 layers: MLA attention, "
+                                                    "8 routed experts top-2 + 1 shared, first 1 layers dense), built with torchtitan", "vocab_size": 800,
                   "total_params": 812_352, "active_params": 601_216, "active_matmul_params": 409_216, "dim": 64, "n_layers": 3,
                   "n_dense_layers": 1, "num_experts": 8, "top_k": 2, "num_shared_experts": 1, "context_length": 256},
         "training": {"steps": 100, "tokens_seen": tokens, "seq_len": 256, "global_batch_size": 8, "optimizer": "adamw", "lr": 0.003,

@@ -177,3 +177,24 @@ def test_demo_config_section_is_valid_and_labelled_demo():
 def _ctx(run: Path, settings) -> StageContext:
     config = PipelineConfig(RunConfig(), OrchestrationConfig(engine="local"), {"compliance": settings}, None)
     return StageContext(RunDir(run), config, "compliance", "test", {})
+
+
+def test_registered_stage_config_errors_and_summary(run, demo_settings, tmp_path):
+    from types import SimpleNamespace
+
+    from pipeline.config import ConfigError, load_config
+    from pipeline.registry import get_stage
+
+    assert isinstance(get_stage("compliance"), ComplianceStage)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[compliance.model]\nlicense = "MIT"\n')
+    with pytest.raises(ConfigError, match=r"\[compliance.model.license\]: unknown key"):
+        load_config(bad)
+    bad.write_text('[compliance.model]\nrelease_date = "next spring"\n')
+    with pytest.raises(ConfigError, match=r"\[compliance.model.release_date\]: must be a date"):
+        load_config(bad)
+
+    outcome = ComplianceStage().finalize(_ctx(run, demo_settings), {}, tmp_path / "out")
+    assert outcome.summary["open items"] == 0 and outcome.statistics["compute"]["presumed_systemic_risk"] is False
+    text = ComplianceStage().summary_markdown(SimpleNamespace(statistics=outcome.statistics))
+    assert text.startswith("# compliance: 6 documents, 0 open item(s)") and "below the 1e25 FLOP presumption" in text
