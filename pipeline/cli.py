@@ -51,12 +51,19 @@ def _parser() -> argparse.ArgumentParser:
     es = sub.add_parser("eval-schedule", help="serve scheduled evaluation (not implemented yet)")
     common(es, config=False)
     es.add_argument("--cron", required=True)
-    la = sub.add_parser("launch", help="render/submit the JUPITER Slurm job (not implemented yet)")
+    la = sub.add_parser("launch", help="render (and submit) the pretraining job for JUPITER's Slurm",
+                        description="Validate [pretrain] for JUPITER (layout, memory estimate), render the sbatch "
+                        "script into <run>/pretrain-launch/ and optionally submit it. See docs/jupiter.md.")
     la.add_argument("target", choices=["jupiter"])
-    la.add_argument("--config", metavar="FILE")
+    common(la)
     g = la.add_mutually_exclusive_group()
-    g.add_argument("--dry-run", action="store_true")
-    g.add_argument("--submit", action="store_true")
+    g.add_argument("--dry-run", action="store_true", help="print the script and the plan; write nothing")
+    g.add_argument("--submit", action="store_true", help="also submit with sbatch (on a JUPITER login node)")
+    pl = sub.add_parser("plan", help="estimate per-GPU memory, FLOPs per token, utilisation and days for [pretrain]")
+    common(pl)
+    pl.add_argument("--tokens-per-s", type=float, default=None, metavar="N",
+                    help="throughput per GPU to plan with (default: EUROPA's 1,300 tokens/s on GH200)")
+    pl.add_argument("--json", action="store_true", help="machine-readable output")
     return p
 
 
@@ -69,7 +76,11 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_run(args)
         if args.command == "stage":
             return cmd_stage(args)
-        raise StageNotImplemented({"evaluate": "evaluate", "eval-schedule": "evaluate", "launch": "pretrain"}[args.command])
+        if args.command == "launch":
+            return cmd_launch(args)
+        if args.command == "plan":
+            return cmd_plan(args)
+        raise StageNotImplemented({"evaluate": "evaluate", "eval-schedule": "evaluate"}[args.command])
     except StageNotImplemented as e:
         return _fail(str(e), EXIT_USAGE)
     except (ConfigError, ValueError) as e:
@@ -139,6 +150,56 @@ def cmd_run(args) -> int:
         selected = selected[: selected.index(first)]
     forced = sorted({d for f in args.force for d in downstream_of(f)} & set(selected), key=names.index)
     return _execute(args.config, args.run_dir, selected, forced)
+
+
+def cmd_plan(args) -> int:
+    from europa_model.planner import EUROPA_TOKENS_PER_S_PER_GPU, plan
+    from pipeline.runconfig import resolve
+
+    _, config = resolve(args.config, args.run_dir)
+    if "pretrain" not in config.stages:
+        return _fail("[pretrain]: the pretrain stage's settings are unknown to this build; nothing to plan", EXIT_USAGE)
+    tokenizer = config.stages.get("tokenizer")
+    report = plan(config.section("pretrain"), getattr(tokenizer, "vocab_size", None),
+                  tokens_per_s_per_gpu=args.tokens_per_s or EUROPA_TOKENS_PER_S_PER_GPU)
+    print(report.to_json() if args.json else report.text())
+    return EXIT_OK
+
+
+def cmd_launch(args) -> int:
+    """Validate and render into <run>/pretrain-launch/ (--dry-run: print only); --submit: sbatch it and record
+    the job id in <run>/pretrain-launch/jobs.jsonl. The run's run.toml is (re)written: the job reads it."""
+    from europa_model.jupiter import LAUNCH_DIR, record_submission, render_job, require_sbatch, submit
+    from pipeline.executor import statuses
+    from pipeline.runconfig import resolve, save_run_config
+
+    rd, config = resolve(args.config, args.run_dir)
+    run_dir = rd.path.resolve()
+    job = render_job(config, run_dir, run_dir / LAUNCH_DIR, require_account=args.submit)
+    if args.dry_run:
+        print(job.sbatch)
+        print(job.report())
+        return EXIT_OK
+    if args.submit:
+        require_sbatch()  # before writing anything: --submit only makes sense on a login node
+        not_fresh = [s for s in statuses(rd, config, upto=("tokenizer", "shards")) if s.state != "fresh"]
+        if not_fresh:
+            s = not_fresh[0]
+            return _fail(f"stage {s.name} is {s.state} in {run_dir} ({s.reason}); the job trains on its output: run "
+                         f"`europa run --run-dir {run_dir} --to shards` first", EXIT_USAGE)
+    with rd.lock(f"europa launch jupiter{' --submit' if args.submit else ''}"):
+        save_run_config(rd, config)
+        script = job.write()
+    print(job.report())
+    print(f"europa: rendered {script} (plan: {job.job_dir / 'plan.txt'})")
+    if not args.submit:
+        print(f"europa: submit with `europa launch jupiter --run-dir {run_dir} --submit` or `sbatch {script}`")
+        return EXIT_OK
+    job_id = submit(script)
+    record_submission(job.job_dir, job_id, script)
+    print(f"europa: submitted Slurm job {job_id}; logs {job.job_dir}/slurm-{job_id}.out; follow with "
+          f"`squeue -j {job_id}` and `europa status --run-dir {run_dir}`")
+    return EXIT_OK
 
 
 def _execute(config_path: str | None, run_dir_path: str | None, selected: list[str], forced: list[str]) -> int:
