@@ -45,12 +45,13 @@ def _parser() -> argparse.ArgumentParser:
     common(st)
     st.add_argument("--json", action="store_true", help="machine-readable output")
 
-    ev = sub.add_parser("evaluate", help="evaluate checkpoints (not implemented yet)")
+    ev = sub.add_parser("evaluate", help="evaluate the run's checkpoints that are not evaluated yet (or one)")
     common(ev, config=False)
-    ev.add_argument("--checkpoint", default="latest")
-    es = sub.add_parser("eval-schedule", help="serve scheduled evaluation (not implemented yet)")
+    ev.add_argument("--checkpoint", metavar="step-N|latest", default=None,
+                    help="evaluate this complete checkpoint (again, if it was); default: every new one")
+    es = sub.add_parser("eval-schedule", help="serve a Prefect deployment that evaluates new checkpoints on a schedule")
     common(es, config=False)
-    es.add_argument("--cron", required=True)
+    es.add_argument("--cron", default=None, help='cron schedule, UTC (default: [evaluate] cron, "*/30 * * * *")')
     la = sub.add_parser("launch", help="render (and submit) the pretraining job for JUPITER's Slurm",
                         description="Validate [pretrain] for JUPITER (layout, memory estimate), render the sbatch "
                         "script into <run>/pretrain-launch/ and optionally submit it. See docs/jupiter.md.")
@@ -80,7 +81,11 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_launch(args)
         if args.command == "plan":
             return cmd_plan(args)
-        raise StageNotImplemented({"evaluate": "evaluate", "eval-schedule": "evaluate"}[args.command])
+        if args.command == "evaluate":
+            return cmd_evaluate(args)
+        if args.command == "eval-schedule":
+            return cmd_eval_schedule(args)
+        raise AssertionError(args.command)
     except StageNotImplemented as e:
         return _fail(str(e), EXIT_USAGE)
     except (ConfigError, ValueError) as e:
@@ -123,6 +128,50 @@ def cmd_status(args) -> int:
         counts = ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in (m.summary if m else {}).items())
         detail = "; ".join(x for x in (s.reason, counts) if x)
         print(f"{s.name:<11} {s.state:<16} {dur:>9}  {fin:<20} {detail}")
+    return EXIT_OK
+
+
+def cmd_evaluate(args) -> int:
+    """Evaluate beside training: takes only eval/.lock, never the run's lock (training holds that for weeks)."""
+    from pipeline.runconfig import resolve
+    from stages.evaluate.results import EvalLocked
+    from stages.evaluate.runner import NothingToEvaluate, evaluate_run
+    from stages.evaluate.scoring import CheckpointError
+
+    rd, config = resolve(None, args.run_dir)
+    try:
+        outcome = evaluate_run(rd, config, which=args.checkpoint)
+    except NothingToEvaluate as e:
+        return _fail(f"evaluate {rd.path}: {e}", EXIT_USAGE)
+    except CheckpointError as e:
+        return _fail(f"evaluate: {e}", EXIT_STAGE_FAILED)
+    except EvalLocked as e:
+        return _fail(str(e), EXIT_LOCKED)
+    for s in outcome.skipped:
+        print(f"europa: evaluate: skipped step-{s['step']}: {s['reason']}", file=sys.stderr)
+    print(f"europa: evaluate: {outcome.message}")
+    if outcome.evaluated:
+        print(f"europa: evaluate: report {rd.path / 'eval' / 'report.md'}")
+    return EXIT_OK
+
+
+def cmd_eval_schedule(args) -> int:
+    from pipeline.runconfig import resolve
+
+    rd, config = resolve(None, args.run_dir)
+    if not rd.config_path.exists():
+        return _fail(f"eval-schedule: {rd.path} has no run.toml; start the run first (europa run --run-dir {rd.path})", EXIT_USAGE)
+    cron = args.cron or config.section("evaluate").cron
+    from prefect.client.schemas.schedules import CronSchedule
+
+    try:
+        CronSchedule(cron=cron)
+    except ValueError as e:
+        return _fail(f"eval-schedule: --cron {cron!r} is not a valid cron expression ({e}); e.g. \"*/30 * * * *\"", EXIT_USAGE)
+    from flows.evaluate import serve_schedule
+
+    print(f"europa: evaluating new checkpoints of {rd.path} on {cron!r}; Ctrl-C stops", file=sys.stderr)
+    serve_schedule(str(rd.path), cron)
     return EXIT_OK
 
 

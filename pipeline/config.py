@@ -8,11 +8,12 @@ whatever the working directory.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from pipeline.languages import EU_LANGUAGE_CODES
 
@@ -28,6 +29,17 @@ class StrictModel(BaseModel):
     """Base for every config section: unknown keys are errors, types are not coerced from strings."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+def resolve_config_path(v: str | None, info: ValidationInfo) -> str | None:
+    """A field validator's view of a path in the config: relative paths are relative to the config file."""
+    if v is None or "://" in v:
+        return v
+    base = (info.context or {}).get("base_dir")
+    p = Path(v).expanduser()
+    if not p.is_absolute() and base is not None:
+        p = Path(base) / p
+    return os.path.normpath(p) if p.is_absolute() else v
 
 
 def check_languages(codes: list[str]) -> list[str]:
@@ -60,10 +72,29 @@ class OrchestrationConfig(StrictModel):
     engine: Literal["prefect", "local"] = Field(
         "prefect", description="prefect: stages run as Prefect flows; local: the same stage code in-process, no Prefect (debugging)."
     )
-    task_runner: Literal["threads", "processes"] = Field(
-        "threads", description="How a stage's units run in parallel on this machine."
+    task_runner: Literal["threads", "processes", "dask"] = Field(
+        "threads",
+        description="How a stage's units run in parallel (engine prefect): threads or processes on this machine, "
+        "or dask: Dask workers (prefect-dask), a local cluster or the scheduler at dask_address.",
     )
-    max_workers: int = Field(2, ge=1, description="Parallel units at most.")
+    max_workers: int = Field(
+        2, ge=1,
+        description="Parallel units at most on this machine; with task_runner dask and no dask_address, the local "
+        "Dask cluster's worker processes (1 thread each).",
+    )
+    dask_address: str | None = Field(
+        None, min_length=1,
+        description="Address of a running Dask scheduler (e.g. tcp://10.1.2.3:8786 from a dask-jobqueue "
+        "SLURMCluster; see docs/scaling.md); only with task_runner dask. Unset: a local Dask cluster.",
+    )
+
+    @field_validator("dask_address")
+    @classmethod
+    def _address_needs_dask(cls, v: str | None, info: ValidationInfo) -> str | None:
+        runner = info.data.get("task_runner")
+        if v is not None and runner != "dask":
+            raise ValueError(f'only used with task_runner = "dask" (task_runner is "{runner}"); set it or remove dask_address')
+        return v
 
 
 CORE_SECTIONS = {"run": RunConfig, "orchestration": OrchestrationConfig}
@@ -85,7 +116,7 @@ class PipelineConfig:
         """JSON/TOML-able form (paths already absolute); what run.toml stores."""
         out: dict[str, Any] = {
             "run": self.run.model_dump(mode="json"),
-            "orchestration": self.orchestration.model_dump(mode="json"),
+            "orchestration": self.orchestration.model_dump(mode="json", exclude_none=True),
         }
         for name, model in self.stages.items():
             out[name] = model.model_dump(mode="json", exclude_none=True)

@@ -33,6 +33,7 @@ _IMPLEMENTATIONS: dict[str, tuple[str, str]] = {
     "shards": ("stages.shards.stage:ShardsStage", "stages.shards.config:ShardsConfig"),
     "compliance": ("stages.compliance.stage:ComplianceStage", "stages.compliance.config:ComplianceConfig"),
     "pretrain": ("stages.pretrain.stage:PretrainStage", "stages.pretrain.config:PretrainConfig"),
+    "evaluate": ("stages.evaluate.stage:EvaluateStage", "stages.evaluate.config:EvaluateConfig"),
 }
 
 # Where the work on a missing stage is tracked, so "not implemented" points somewhere useful.

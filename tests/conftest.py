@@ -68,3 +68,27 @@ def prefect_harness(tmp_path_factory):
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+@pytest.fixture(scope="session")
+def data_run(tmp_path_factory, udhr_dir) -> Path:
+    """ingest -> tokenizer -> shards on 6 languages, once per session; tests copy it (tests/runs.py)."""
+    from pipeline.cli import main
+    from tests.runs import DATA, LANGS, pretrain_section
+
+    tmp = tmp_path_factory.mktemp("pretrain-data")
+    cfg = write_config(tmp, udhr_source(udhr_dir) + DATA + pretrain_section(), languages=LANGS)
+    run_dir = tmp / "run"
+    assert main(["run", "--config", str(cfg), "--run-dir", str(run_dir), "--to", "shards"]) == 0
+    return run_dir
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory, data_run, udhr_dir) -> tuple[Path, Path]:
+    """(config, run dir) after a published 6-step tiny pretrain with checkpoints at steps 3 and 6."""
+    from pipeline.cli import main
+    from tests.runs import make_run
+
+    cfg, run_dir = make_run(tmp_path_factory.mktemp("trained"), data_run, udhr_dir)
+    assert main(["stage", "pretrain", "--config", str(cfg), "--run-dir", str(run_dir)]) == 0
+    return cfg, run_dir

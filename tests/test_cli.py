@@ -10,29 +10,21 @@ from pipeline.registry import downstream_of
 from tests.conftest import udhr_source, write_config
 
 
-def test_unimplemented_stage_is_reported_not_faked(tmp_path, capsys):
-    assert main(["stage", "pretrain", "--run-dir", str(tmp_path / "r")]) == 2
-    err = capsys.readouterr().err
-    assert "stage pretrain: not implemented yet" in err and err.count("\n") == 1
-    assert not (tmp_path / "r" / "pretrain").exists()
-    assert main(["run", "--run-dir", str(tmp_path / "r"), "--to", "pretrain"]) == 2
-    assert main(["evaluate", "--run-dir", str(tmp_path / "r")]) == 2
-
-
-def test_run_stops_after_the_last_built_stage_and_force_cascades(tmp_path, udhr_dir, capsys):
+def test_run_ranges_rerun_nothing_fresh_and_force_cascades(tmp_path, udhr_dir, capsys):
     cfg = write_config(tmp_path, udhr_source(udhr_dir) + '[tokenizer]\nvocab_size = 1000\nreserved_tokens = 0\n', languages='["de", "fr"]')
     assert main(["run", "--config", str(cfg), "--run-dir", str(tmp_path / "r"), "--to", "tokenizer"]) == 0
     out = capsys.readouterr().out
     assert "ingest: ran" in out and "tokenizer: ran" in out and "shards" not in out
-    assert main(["run", "--run-dir", str(tmp_path / "r")]) == 0
-    captured = capsys.readouterr()
-    assert "are not implemented yet; running ingest -> tokenizer -> " in captured.err
-    assert "ingest: ran" not in captured.out and "shards: ran" in captured.out
-    assert main(["run", "--run-dir", str(tmp_path / "r")]) == 0
+    assert main(["run", "--run-dir", str(tmp_path / "r"), "--to", "shards"]) == 0
+    out = capsys.readouterr().out
+    assert "ingest: ran" not in out and "shards: ran" in out
+    assert main(["run", "--run-dir", str(tmp_path / "r"), "--to", "shards"]) == 0
     assert "fresh, nothing to do" in capsys.readouterr().out
-    assert main(["run", "--run-dir", str(tmp_path / "r"), "--force", "tokenizer"]) == 0
+    assert main(["run", "--run-dir", str(tmp_path / "r"), "--to", "shards", "--force", "tokenizer"]) == 0
     out = capsys.readouterr().out
     assert "tokenizer: ran" in out and "shards: ran" in out and "ingest: ran" not in out
+    assert main(["run", "--run-dir", str(tmp_path / "r"), "--from", "shards", "--to", "tokenizer"]) == 2
+    assert "comes after" in capsys.readouterr().err
 
 
 def test_bad_config_exits_2_with_one_line(tmp_path):

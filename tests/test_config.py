@@ -27,7 +27,7 @@ def test_demo_config_loads_and_expands_all_languages():
         ("[ingest]\nfoo = 1\n", "[ingest.foo]: unknown key"),
         ("[ingest]\nfiles_per_unit = \"many\"\n", "[ingest.files_per_unit]"),
         ("[nonsense]\nx = 1\n", "[nonsense]: unknown section"),
-        ("[pretrain]\nsteps = 8\n", "[pretrain]: the pretrain stage is not implemented yet"),
+        ("[pretrain]\nsteps = 8\n", "[pretrain]: schedule.warmup_steps 10 exceeds steps 8"),
         ("[ingest.quality]\nmin_words = -\n", "not valid TOML"),
         ('[[ingest.sources]]\nname = "x"\nkind = "jsonl"\npath = "a/{language}.jsonl"\nlicence = "x"\ncollected = "2024-01"\n',
          "unknown placeholder {language}"),

@@ -103,7 +103,7 @@ def test_rerun_skips_and_status_is_fresh(udhr_run, capsys):
     assert "fresh, nothing to do" in capsys.readouterr().out
     assert main(["status", "--run-dir", str(run_dir)]) == 0
     out = capsys.readouterr().out
-    assert "ingest      fresh" in out and "tokenizer   missing" in out and "pretrain    not implemented" in out
+    assert "ingest      fresh" in out and "tokenizer   missing" in out and "pretrain    missing" in out
 
 
 def test_changed_setting_makes_ingest_stale(udhr_run, tmp_path, udhr_dir):

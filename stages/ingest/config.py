@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from pipeline.config import StrictModel, check_languages
+from pipeline.config import StrictModel, check_languages, resolve_config_path
 from stages.ingest.langid import LangIdConfig
 from stages.ingest.minhash import DedupConfig
 from stages.ingest.normalize import NormalizeConfig
@@ -130,11 +130,4 @@ class IngestConfig(StrictModel):
         return self
 
 
-def _resolve_path(v: str | None, info: ValidationInfo) -> str | None:
-    if v is None or "://" in v:
-        return v
-    base = (info.context or {}).get("base_dir")
-    p = Path(v).expanduser()
-    if not p.is_absolute() and base is not None:
-        p = Path(base) / p
-    return os.path.normpath(p) if p.is_absolute() else v
+_resolve_path = resolve_config_path

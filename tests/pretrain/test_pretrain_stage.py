@@ -16,7 +16,7 @@ from pipeline.cli import main
 from pipeline.config import REPO_ROOT, ConfigError, load_config
 from pipeline.manifest import sha256_file
 from stages.pretrain import job as jobdir
-from tests.pretrain.conftest import make_run
+from tests.runs import make_run
 
 
 def losses(folder: Path) -> dict[int, float]:
@@ -24,11 +24,8 @@ def losses(folder: Path) -> dict[int, float]:
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory, data_run, udhr_dir):
-    tmp = tmp_path_factory.mktemp("trained")
-    cfg, run_dir = make_run(tmp, data_run, udhr_dir)
-    assert main(["stage", "pretrain", "--config", str(cfg), "--run-dir", str(run_dir)]) == 0
-    return cfg, run_dir
+def trained(trained_run):
+    return trained_run
 
 
 def test_trains_checkpoints_and_records(trained):

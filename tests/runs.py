@@ -1,14 +1,11 @@
-"""A small real run (6 languages through ingest, tokenizer and shards) that the pretrain tests train on."""
+"""Small real runs for the model-side tests: 6 UDHR languages through ingest, tokenizer and shards, then a few
+tiny training steps. The session fixtures that build them live in tests/conftest.py."""
 
 from __future__ import annotations
 
 import shutil
-import textwrap
 from pathlib import Path
 
-import pytest
-
-from pipeline.cli import main
 from tests.conftest import udhr_source, write_config
 
 LANGS = '["de", "el", "ga", "mt", "bg", "fi"]'
@@ -37,23 +34,9 @@ def pretrain_section(**overrides) -> str:
     return body
 
 
-@pytest.fixture(scope="session")
-def data_run(tmp_path_factory, udhr_dir) -> Path:
-    """ingest -> tokenizer -> shards once per session; tests copy it."""
-    tmp = tmp_path_factory.mktemp("pretrain-data")
-    cfg = write_config(tmp, udhr_source(udhr_dir) + DATA + pretrain_section(), languages=LANGS)
-    run_dir = tmp / "run"
-    assert main(["run", "--config", str(cfg), "--run-dir", str(run_dir), "--to", "shards"]) == 0
-    return run_dir
-
-
 def make_run(tmp_path: Path, data_run: Path, udhr_dir: Path, **overrides) -> tuple[Path, Path]:
     """A copy of the data run plus a config with the given [pretrain] settings: (config path, run dir)."""
     run_dir = tmp_path / "run"
     shutil.copytree(data_run, run_dir, ignore=shutil.ignore_patterns(".lock", "run.toml", "pretrain", ".work", ".state"))
     cfg = write_config(tmp_path, udhr_source(udhr_dir) + DATA + pretrain_section(**overrides), languages=LANGS)
     return cfg, run_dir
-
-
-def read(path: Path) -> str:
-    return textwrap.dedent(path.read_text())

@@ -1,0 +1,147 @@
+"""Evaluate the checkpoints of a run that have not been evaluated yet (or one named checkpoint).
+
+Shared by `europa evaluate`, the scheduled Prefect deployment (`europa eval-schedule`) and the evaluate stage.
+A checkpoint is evaluated once: its `eval/step-N/metrics.json` records the identity of the checkpoint it came
+from (the checksum of its DCP metadata), so a retrained step-N (other settings) is evaluated again, and an
+unchanged one never twice. Only complete checkpoints are seen (stages/pretrain/job.py). A damaged checkpoint
+is named and skipped by the scheduler, and is an error when asked for explicitly.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline import progress
+from pipeline.config import PipelineConfig
+from pipeline.manifest import sha256_file
+from pipeline.rundir import RunDir, utc_now
+from stages.evaluate.config import EvaluateConfig
+from stages.evaluate.results import EvalStore, write_history, write_report
+from stages.evaluate.scoring import CheckpointError, Score, load_model, score
+from stages.evaluate.texts import external_texts, validation_texts
+from stages.pretrain.job import Checkpoint, complete_checkpoints, run_checkpoints
+
+EVAL_DIR = "eval"
+
+
+class NothingToEvaluate(ValueError):
+    """An explicit request for a checkpoint that does not exist (yet)."""
+
+
+@dataclass
+class EvalOutcome:
+    evaluated: list[int] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    flagged: list[dict[str, Any]] = field(default_factory=list)
+    message: str = ""
+    report: str | None = None
+
+
+def checkpoint_id(ckpt: Checkpoint) -> str:
+    return sha256_file(ckpt.path / ".metadata")
+
+
+def select(checkpoints: list[Checkpoint], store: EvalStore, which: str | None) -> list[Checkpoint]:
+    if which is None:
+        return [c for c in checkpoints if (store.read(c.step) or {}).get("checkpoint_id") != checkpoint_id(c)]
+    if not checkpoints:
+        raise NothingToEvaluate("no complete checkpoint yet; the pretrain stage writes them (europa stage pretrain)")
+    if which == "latest":
+        return [checkpoints[-1]]
+    by_name = {c.name: c for c in checkpoints}
+    if which not in by_name:
+        raise NothingToEvaluate(f"no complete checkpoint {which} (complete: {', '.join(by_name)}); one still being "
+                                "written becomes complete when its .metadata file appears")
+    return [by_name[which]]
+
+
+def evaluate_run(run_dir: RunDir, config: PipelineConfig, *, which: str | None = None,
+                 published_only: bool = False) -> EvalOutcome:
+    settings: EvaluateConfig = config.section("evaluate")
+    pretrain = config.section("pretrain")
+    store = EvalStore(run_dir.path / EVAL_DIR)
+    checkpoints = complete_checkpoints(run_dir.stage_dir("pretrain")) if published_only else run_checkpoints(run_dir)
+    outcome = EvalOutcome()
+    with store.lock(f"evaluating {run_dir.path}"):
+        todo = select(checkpoints, store, which)
+        if not checkpoints:
+            outcome.message = "no complete checkpoint yet; nothing to evaluate"
+            return outcome
+        if not todo:
+            outcome.message = f"all {len(checkpoints)} complete checkpoint(s) already evaluated; nothing new"
+            return outcome
+        texts = _load_texts(run_dir, config, settings)
+        seq_len = settings.seq_len or pretrain.seq_len
+        device = _device(settings.device)
+        for ckpt in todo:
+            try:
+                metrics = _evaluate_checkpoint(ckpt, texts, settings, seq_len, device)
+            except CheckpointError as e:
+                if which is not None:
+                    raise
+                outcome.skipped.append({"step": ckpt.step, "path": str(ckpt.path), "reason": str(e)})
+                progress.note("evaluate", f"skipped {ckpt.name}: {e}")
+                continue
+            store.write(ckpt.step, metrics)
+            outcome.evaluated.append(ckpt.step)
+        all_metrics = store.all()
+        if all_metrics:
+            write_history(store.root, all_metrics)
+            rows = write_report(store.root, all_metrics, settings.regression_threshold)
+            outcome.flagged = [r for r in rows if r["flagged"]]
+            outcome.report = (store.root / "report.md").read_text()
+    done = ", ".join(f"step-{s}" for s in outcome.evaluated) or "none"
+    outcome.message = f"evaluated {done}" + (f"; skipped {len(outcome.skipped)} damaged" if outcome.skipped else "") + \
+        (f"; REGRESSION in {', '.join(r['lang'] for r in outcome.flagged)}" if outcome.flagged else "")
+    return outcome
+
+
+def _device(requested: str) -> str:
+    import torch
+
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return requested
+
+
+def _load_texts(run_dir: RunDir, config: PipelineConfig, settings: EvaluateConfig):
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(run_dir.stage_dir("tokenizer") / "tokenizer.model"))
+    languages = list(config.run.languages)
+    sets: dict[str, tuple[dict, list[str]]] = {}
+    if settings.validation_split:
+        sets["val"] = validation_texts(run_dir.stage_dir("shards"), languages, sp, settings.max_tokens_per_language)
+    for s in settings.sets:
+        sets[s.name] = external_texts(s.name, s.path, s.pattern, languages, sp, settings.max_tokens_per_language)
+    return sp, sets
+
+
+def _evaluate_checkpoint(ckpt: Checkpoint, texts, settings: EvaluateConfig, seq_len: int, device: str) -> dict[str, Any]:
+    sp, sets = texts
+    info_path = ckpt.path.parent.parent / "job_info.json"
+    if not info_path.exists():
+        raise CheckpointError(f"checkpoint {ckpt.path}: no job_info.json beside its checkpoints folder; "
+                              "cannot tell which model it holds")
+    info = json.loads(info_path.read_text())
+    progress.note("evaluate", f"{ckpt.name}: loading ({info['flavor']}, vocabulary {info['vocab_size']:,})")
+    model = load_model(ckpt.path, info["flavor"], info["vocab_size"], device)
+    out: dict[str, Any] = {"step": ckpt.step, "checkpoint": str(ckpt.path), "checkpoint_id": checkpoint_id(ckpt),
+                           "flavor": info["flavor"], "seq_len": seq_len, "evaluated_at": utc_now(),
+                           "sets": {}, "missing": {}, "sources": {}}
+    for set_name, (by_lang, missing) in sets.items():
+        out["sets"][set_name] = {}
+        out["missing"][set_name] = missing
+        for lang, t in by_lang.items():
+            s: Score = score(model, t.docs, seq_len=seq_len, batch_size=settings.batch_size, bos=sp.bos_id(), device=device)
+            out["sets"][set_name][lang] = s.figures(t.n_bytes)
+            out["sources"].setdefault(set_name, {})[lang] = t.source
+        langs = out["sets"][set_name]
+        if langs:
+            mean = sum(f["bits_per_byte"] for f in langs.values()) / len(langs)
+            progress.note("evaluate", f"{ckpt.name} {set_name}: {len(langs)} languages, mean bits/byte {mean:.4f}"
+                          + (f"; missing {', '.join(missing)}" if missing else ""))
+    return out

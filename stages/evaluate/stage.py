@@ -1,0 +1,102 @@
+"""The evaluate stage: evaluate every checkpoint of the published pretrain stage that is not evaluated yet,
+then publish a manifest of the results (the record the compliance stage reads).
+
+The figures themselves accumulate in <run>/eval/ (see results.py), shared with `europa evaluate` and the
+scheduled evaluation, so checkpoints already evaluated while training ran are not evaluated again here. The
+stage folder holds the manifest, the latest report, the history and the plots as they were at publication.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pipeline.manifest import Manifest
+from pipeline.stage import StageContext, StageError, StageOutcome, Unit
+from stages.evaluate.results import EvalStore, changes
+from stages.evaluate.runner import EVAL_DIR, evaluate_run
+from stages.pretrain.job import complete_checkpoints
+
+
+class EvaluateStage:
+    name: ClassVar[str] = "evaluate"
+    code_version: ClassVar[str] = "1"
+
+    def input_signature(self, ctx: StageContext) -> Any:
+        """External evaluation files: their sizes and times (changing a file makes the stage stale)."""
+        from pipeline.languages import language
+
+        sig = []
+        for s in ctx.settings.sets:
+            for lang in ctx.config.run.languages:
+                lg = language(lang)
+                p = Path(s.path) / s.pattern.format(lang=lg.code, iso3=lg.iso3, flores=lg.flores)
+                st = p.stat() if p.is_file() else None
+                sig.append([s.name, lang, st.st_size if st else None, st.st_mtime_ns if st else None])
+        return sig
+
+    def plan(self, ctx: StageContext) -> list[Unit]:
+        return [Unit("evaluate", {})]
+
+    def run_unit(self, ctx: StageContext, unit: Unit, out_dir: Path) -> dict[str, Any]:
+        if not complete_checkpoints(ctx.upstream_dir("pretrain")):
+            raise StageError(f"stage evaluate: {ctx.upstream_dir('pretrain')} holds no complete checkpoint; rerun pretrain")
+        outcome = evaluate_run(ctx.run_dir, ctx.config, published_only=True)
+        return {"evaluated": outcome.evaluated, "skipped": outcome.skipped, "message": outcome.message}
+
+    def finalize(self, ctx: StageContext, results: dict[str, dict[str, Any]], out_dir: Path) -> StageOutcome:
+        store = EvalStore(ctx.run_dir.path / EVAL_DIR)
+        steps = {c.step for c in complete_checkpoints(ctx.upstream_dir("pretrain"))}
+        evaluated = [m for m in store.all() if m["step"] in steps]
+        if not evaluated:
+            raise StageError(f"stage evaluate: no checkpoint of {ctx.upstream_dir('pretrain')} could be evaluated: "
+                             + "; ".join(s["reason"] for s in results["evaluate"]["skipped"]))
+        for name in ("report.md", "history.parquet", "bpb_latest.png", "bpb_over_steps.png"):
+            if (store.root / name).exists():
+                shutil.copy2(store.root / name, out_dir / name)
+        latest = evaluated[-1]
+        rows = changes(evaluated, ctx.settings.regression_threshold)
+        per_language: dict[str, dict[str, float]] = {}
+        for set_name, langs in latest["sets"].items():
+            for lang, f in langs.items():
+                d = per_language.setdefault(lang, {})
+                d[f"{set_name}_bits_per_byte"] = f["bits_per_byte"]
+                if set_name == "val":
+                    d.update(val_loss=f["loss"], val_bits_per_byte=f["bits_per_byte"], val_token_accuracy=f["token_accuracy"])
+                else:
+                    d[f"{set_name}_loss"] = f["loss"]
+                    d[f"{set_name}_token_accuracy"] = f["token_accuracy"]
+        statistics = {
+            "latest_step": latest["step"],
+            "checkpoints_evaluated": [m["step"] for m in evaluated],
+            "eval_sets": list(latest["sets"]),
+            "per_language": dict(sorted(per_language.items())),
+            "missing": latest.get("missing", {}),
+            "sources": latest.get("sources", {}),
+            "flagged": sorted({r["lang"] for r in rows if r["flagged"]}),
+            "regression_threshold": ctx.settings.regression_threshold,
+            "method": "bits per byte = total negative log-likelihood / (UTF-8 bytes x ln 2); documents packed like "
+                      "training rows (BOS + document, attention within the document), seq_len "
+                      f"{latest['seq_len']}",
+            "skipped": results["evaluate"]["skipped"],
+        }
+        val = [f["bits_per_byte"] for f in latest["sets"].get("val", {}).values()]
+        summary = {"checkpoints": len(evaluated), "latest step": latest["step"], "languages": len(per_language)}
+        if val:
+            summary["mean val bits/byte"] = round(sum(val) / len(val), 4)
+        if statistics["flagged"]:
+            summary["regressions"] = ", ".join(statistics["flagged"])
+        return StageOutcome(statistics=statistics, summary=summary, skipped=results["evaluate"]["skipped"])
+
+    def summary_markdown(self, manifest: Manifest) -> str:
+        report = manifest.outputs and next((o for o in manifest.outputs if o.path == "report.md"), None)
+        s = manifest.statistics
+        head = f"# evaluate: {len(s['checkpoints_evaluated'])} checkpoint(s), latest step {s['latest_step']}\n\n"
+        if s["flagged"]:
+            head += f"**Regressions:** {', '.join(s['flagged'])}\n\n"
+        rows = ["| language | " + " | ".join(f"{x} bits/byte" for x in s["eval_sets"]) + " |",
+                "|---|" + "---|" * len(s["eval_sets"])]
+        for lang, d in s["per_language"].items():
+            rows.append(f"| {lang} | " + " | ".join(f"{d.get(f'{x}_bits_per_byte', float('nan')):.4f}" for x in s["eval_sets"]) + " |")
+        return head + "\n".join(rows) + ("\n\nFull report: report.md" if report else "")

@@ -1,0 +1,179 @@
+"""Evaluation of real checkpoints of the tiny model: per-language bits per byte, history, report, plots; each
+checkpoint once; partial and damaged checkpoints; external sets with missing languages; the scheduled deployment."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import sentencepiece as spm
+
+from pipeline.cli import main
+from pipeline.config import load_config
+from pipeline.rundir import RunDir
+from stages.evaluate.results import changes
+from stages.evaluate.runner import evaluate_run
+from stages.shards.reader import open_shards
+from tests.runs import LANGS
+
+LANG_LIST = json.loads(LANGS)
+
+
+@pytest.fixture
+def run(tmp_path, trained_run) -> tuple[Path, Path]:
+    cfg, src = trained_run
+    dst = tmp_path / "run"
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".lock", "eval", "evaluate"))
+    return cfg, dst
+
+
+def add_checkpoint(run_dir: Path, step: int, *, complete: bool = True, damaged: bool = False) -> Path:
+    """A checkpoint as training leaves it: a copy of step-6's files under a new step (the weights of step 6)."""
+    src = run_dir / "pretrain" / "checkpoints" / "step-6"
+    dst = src.parent / f"step-{step}"
+    shutil.copytree(src, dst)
+    if not complete:
+        (dst / ".metadata").unlink()  # DCP writes .metadata last: this one is still being written
+    if damaged:
+        for f in dst.glob("*.distcp"):
+            f.write_bytes(b"\0" * 64)
+    return dst
+
+
+def test_evaluates_every_language_once_with_history_report_and_plots(run, capsys):
+    _, run_dir = run
+    assert main(["evaluate", "--run-dir", str(run_dir)]) == 0
+    assert "evaluated step-3, step-6" in capsys.readouterr().out
+    ev = run_dir / "eval"
+    m3, m6 = (json.loads((ev / f"step-{s}" / "metrics.json").read_text()) for s in (3, 6))
+    assert sorted(m6["sets"]["val"]) == sorted(LANG_LIST)
+    # bits per byte is the total NLL over the UTF-8 bytes of exactly the held-out documents
+    sp = spm.SentencePieceProcessor(model_file=str(run_dir / "tokenizer" / "tokenizer.model"))
+    _, by_lang = open_shards(run_dir / "shards", "val", LANG_LIST)
+    for lang in LANG_LIST:
+        docs = [np.asarray(s.doc(i)) for s in by_lang[lang] for i in range(len(s))]
+        n_bytes = sum(len(sp.decode(d[:-1].tolist()).encode()) for d in docs)
+        f = m6["sets"]["val"][lang]
+        assert f["bytes"] == n_bytes and f["tokens"] == sum(len(d) for d in docs)
+        assert f["bits_per_byte"] == pytest.approx(f["loss"] * f["tokens"] / (n_bytes * math.log(2)))
+        assert 0 <= f["token_accuracy"] <= 1
+    assert m6["checkpoint_id"] != m3["checkpoint_id"]
+    history = pq.read_table(ev / "history.parquet").to_pylist()
+    assert len(history) == 2 * len(LANG_LIST) and {r["step"] for r in history} == {3, 6}
+    report = (ev / "report.md").read_text()
+    assert "# Evaluation: step 6" in report and "change since previous" in report
+    assert all(f"| val | {lang} |" in report for lang in LANG_LIST)
+    for png in ("bpb_latest.png", "bpb_over_steps.png"):
+        assert (ev / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # a second call finds nothing new
+    assert main(["evaluate", "--run-dir", str(run_dir)]) == 0
+    assert "already evaluated; nothing new" in capsys.readouterr().out
+
+
+def test_partial_and_damaged_checkpoints(run, capsys):
+    _, run_dir = run
+    add_checkpoint(run_dir, 9, complete=False)
+    bad = add_checkpoint(run_dir, 12, damaged=True)
+    assert main(["evaluate", "--run-dir", str(run_dir)]) == 0  # the scheduler's view: skip, name it, go on
+    out = capsys.readouterr()
+    assert "evaluated step-3, step-6; skipped 1 damaged" in out.out
+    assert f"skipped step-12: checkpoint {bad}" in out.err
+    assert not (run_dir / "eval" / "step-9").exists() and not (run_dir / "eval" / "step-12").exists()
+    assert main(["evaluate", "--run-dir", str(run_dir), "--checkpoint", "step-12"]) == 1
+    assert str(bad) in capsys.readouterr().err
+    assert main(["evaluate", "--run-dir", str(run_dir), "--checkpoint", "step-9"]) == 2
+    assert "no complete checkpoint step-9" in capsys.readouterr().err
+    # once it is complete it is evaluated, once
+    shutil.copy2(run_dir / "pretrain" / "checkpoints" / "step-6" / ".metadata", run_dir / "pretrain" / "checkpoints" / "step-9")
+    assert main(["evaluate", "--run-dir", str(run_dir), "--checkpoint", "latest"]) == 1  # latest is the damaged 12
+    capsys.readouterr()
+    shutil.rmtree(bad)
+    assert main(["evaluate", "--run-dir", str(run_dir)]) == 0
+    assert "evaluated step-9" in capsys.readouterr().out
+
+
+def test_no_checkpoint_yet(tmp_path, data_run, capsys):
+    run_dir = tmp_path / "run"
+    shutil.copytree(data_run, run_dir, ignore=shutil.ignore_patterns(".lock"))
+    assert main(["evaluate", "--run-dir", str(run_dir)]) == 0
+    assert "no complete checkpoint yet" in capsys.readouterr().out
+    assert main(["evaluate", "--run-dir", str(run_dir), "--checkpoint", "latest"]) == 2
+    assert "no complete checkpoint yet" in capsys.readouterr().err
+
+
+def test_external_set_in_flores_layout_with_missing_languages(run, tmp_path):
+    cfg, run_dir = run
+    flores = tmp_path / "flores" / "devtest"
+    flores.mkdir(parents=True)
+    lines = {"de": "Alle Menschen sind frei und gleich an Würde und Rechten geboren.",
+             "el": "Όλοι οι άνθρωποι γεννιούνται ελεύθεροι και ίσοι στην αξιοπρέπεια και τα δικαιώματα.",
+             "fi": "Kaikki ihmiset syntyvät vapaina ja tasavertaisina arvoltaan ja oikeuksiltaan."}
+    from pipeline.languages import language
+
+    for lang, text in lines.items():
+        (flores / f"{language(lang).flores}.devtest").write_text(f"{text}\n\n{text}\n", encoding="utf-8")
+    text = cfg.read_text() + f'\n[evaluate]\n[[evaluate.sets]]\nname = "mini"\npath = "{flores}"\n'
+    cfg2 = tmp_path / "eval.toml"
+    cfg2.write_text(text)
+    outcome = evaluate_run(RunDir(run_dir), load_config(cfg2), which="step-6")
+    assert outcome.evaluated == [6]
+    m = json.loads((run_dir / "eval" / "step-6" / "metrics.json").read_text())
+    assert sorted(m["sets"]["mini"]) == ["de", "el", "fi"] and sorted(m["missing"]["mini"]) == ["bg", "ga", "mt"]
+    de = m["sets"]["mini"]["de"]
+    assert de["bytes"] == 2 * len(lines["de"].encode())
+    assert "Languages without evaluation text: mini: " in (run_dir / "eval" / "report.md").read_text()
+
+
+def test_regression_is_flagged_beyond_the_threshold():
+    def metrics(step, bpb):
+        return {"step": step, "sets": {"val": {lg: {"bits_per_byte": v, "loss": 1.0, "token_accuracy": 0.1}
+                                               for lg, v in bpb.items()}}}
+    rows = changes([metrics(3, {"de": 2.0, "fi": 2.0}), metrics(6, {"de": 2.05, "fi": 2.03})], threshold=0.02)
+    by = {r["lang"]: r for r in rows}
+    assert by["de"]["flagged"] and by["de"]["relative_change"] == pytest.approx(0.025)
+    assert not by["fi"]["flagged"] and by["fi"]["previous_step"] == 3
+
+
+def test_evaluate_stage_publishes_the_record(run):
+    cfg, run_dir = run
+    assert main(["stage", "evaluate", "--config", str(cfg), "--run-dir", str(run_dir)]) == 0
+    m = json.loads((run_dir / "evaluate" / "manifest.json").read_text())
+    s = m["statistics"]
+    assert s["checkpoints_evaluated"] == [3, 6] and s["latest_step"] == 6
+    assert sorted(s["per_language"]) == sorted(LANG_LIST)
+    assert all({"val_loss", "val_bits_per_byte", "val_token_accuracy"} <= set(d) for d in s["per_language"].values())
+    assert (run_dir / "evaluate" / "report.md").exists()
+    assert main(["stage", "evaluate", "--config", str(cfg), "--run-dir", str(run_dir)]) == 0  # fresh: skipped
+
+
+@pytest.mark.slow
+def test_scheduled_deployment_evaluates_exactly_the_new_checkpoints(prefect_harness, run):
+    """A run of the deployment is triggered directly (no waiting for the clock) while 'training' adds
+    checkpoints: each run evaluates only what is new and complete."""
+    from prefect.deployments import run_deployment
+    from prefect.flow_engine import run_flow
+
+    from flows.evaluate import deployment_name, evaluate_new_checkpoints
+
+    _, run_dir = run
+    name = deployment_name(RunDir(run_dir))
+    deployment = evaluate_new_checkpoints.to_deployment(name=name, cron="*/30 * * * *", parameters={"run_dir": str(run_dir)})
+    deployment.apply()
+    assert deployment.schedules and deployment.schedules[0].schedule.cron == "*/30 * * * *"
+
+    def trigger() -> dict:
+        flow_run = run_deployment(f"europa-evaluate/{name}", timeout=0)
+        return run_flow(evaluate_new_checkpoints, flow_run=flow_run, parameters=flow_run.parameters)
+
+    assert trigger()["evaluated"] == [3, 6]
+    add_checkpoint(run_dir, 9)
+    add_checkpoint(run_dir, 12, complete=False)  # being written
+    assert trigger()["evaluated"] == [9]
+    assert trigger()["evaluated"] == []
+    shutil.copy2(run_dir / "pretrain" / "checkpoints" / "step-6" / ".metadata", run_dir / "pretrain" / "checkpoints" / "step-12")
+    assert trigger()["evaluated"] == [12]
