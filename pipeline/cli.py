@@ -238,16 +238,25 @@ def cmd_launch(args) -> int:
                          f"`europa run --run-dir {run_dir} --to shards` first", EXIT_USAGE)
     with rd.lock(f"europa launch jupiter{' --submit' if args.submit else ''}"):
         save_run_config(rd, config)
+        if args.submit:  # train in the pretrain stage's own job folder: the stage then follows and publishes it
+            from pipeline.executor import build_context
+            from pipeline.rundir import utc_now
+
+            ctx = build_context(rd, config, "pretrain")
+            job = render_job(config, run_dir, ctx.work_dir / "job", require_account=True)
         script = job.write()
+        if args.submit:
+            job_id = submit(script)
+            record_submission(job.job_dir, job_id, script)
+            rd.write_state("pretrain", status="submitted", at=utc_now(), fingerprint=ctx.fingerprint, job_id=job_id)
     print(job.report())
     print(f"europa: rendered {script} (plan: {job.job_dir / 'plan.txt'})")
     if not args.submit:
-        print(f"europa: submit with `europa launch jupiter --run-dir {run_dir} --submit` or `sbatch {script}`")
+        print(f"europa: submit with `europa launch jupiter --run-dir {run_dir} --submit`")
         return EXIT_OK
-    job_id = submit(script)
-    record_submission(job.job_dir, job_id, script)
-    print(f"europa: submitted Slurm job {job_id}; logs {job.job_dir}/slurm-{job_id}.out; follow with "
-          f"`squeue -j {job_id}` and `europa status --run-dir {run_dir}`")
+    print(f"europa: submitted Slurm job {job_id}; logs {job.job_dir}/slurm-{job_id}.out; "
+          f"`europa stage pretrain --run-dir {run_dir}` follows it and publishes the result; "
+          f"`europa eval-schedule --run-dir {run_dir}` evaluates its checkpoints as they appear")
     return EXIT_OK
 
 

@@ -36,7 +36,7 @@ UnitMapper = Callable[[StageContext, list[Unit]], list[dict[str, Any]]]
 @dataclass
 class StageStatus:
     name: str
-    state: str  # fresh | stale | missing | failed | not implemented
+    state: str  # fresh | stale | missing | failed | running | interrupted | submitted | not implemented
     reason: str
     manifest: Manifest | None
 
@@ -95,6 +95,9 @@ def statuses(run_dir: RunDir, config: PipelineConfig, upto: tuple[str, ...] | No
                 name, "running" if running else "interrupted",
                 "in progress" if running else "stopped before finishing; a rerun resumes its finished units", manifest,
             )
+        elif attempt_newer and state.get("status") == "submitted":
+            out[name] = StageStatus(name, "submitted", f"Slurm job {state.get('job_id')}; `europa stage {name}` "
+                                    "follows it and publishes the result", manifest)
         elif manifest is None:
             out[name] = StageStatus(name, "missing", "never run", None)
         elif bad_up:

@@ -29,7 +29,10 @@ from stages.pretrain import job as jobdir
 from stages.pretrain.config import PretrainConfig
 
 JOB = "job"
-PUBLISHED = ("checkpoints", "metrics.jsonl", "segments.jsonl", "job_info.json", "train.log", "tb")
+SLURM_POLL_S = 60
+# what the published stage folder keeps of the job folder (seed checkpoints and comm traces stay behind)
+PUBLISHED = ("checkpoints", "metrics.jsonl", "segments.jsonl", "job_info.json", "train.log", "tb",
+             "job.sbatch", "plan.txt", "plan.json", "jobs.jsonl", "slurm-*.out")
 
 
 class PretrainStage:
@@ -111,14 +114,23 @@ class PretrainStage:
                              f"(full output: {job / 'train.log'})")
 
     def _follow_slurm(self, ctx: StageContext, job: Path) -> None:
+        """Follow the job already submitted for this job folder (by `europa launch jupiter --submit` or an
+        earlier run of this stage) while it is queued or running; otherwise submit one, which resumes from the
+        newest checkpoint. Poll every minute: job state, new checkpoints, the latest logged step."""
         from europa_model import jupiter
 
-        rendered = jupiter.render_job(ctx.config, ctx.run_dir.path, job)
-        script = job / "job.sbatch"
-        script.write_text(rendered.sbatch)
-        job_id = jupiter.submit(script)
-        progress.note(self.name, f"submitted Slurm job {job_id} ({script}); following it")
+        earlier = jupiter.submitted_jobs(job)
+        job_id = earlier[-1]["job_id"] if earlier else None
+        if job_id is None or jupiter.is_finished(jupiter.job_state(job_id)):
+            rendered = jupiter.render_job(ctx.config, ctx.run_dir.path, job, require_account=True)
+            script = rendered.write()
+            job_id = jupiter.submit(script)
+            jupiter.record_submission(job, job_id, script)
+            progress.note(self.name, f"submitted Slurm job {job_id} ({script}); following it")
+        else:
+            progress.note(self.name, f"following Slurm job {job_id}, submitted earlier for {job}")
         seen: set[int] = {c.step for c in jobdir.complete_checkpoints(job)}
+        last_step = None
         while True:
             state = jupiter.job_state(job_id)
             for c in jobdir.complete_checkpoints(job):
@@ -126,12 +138,13 @@ class PretrainStage:
                     seen.add(c.step)
                     progress.note(self.name, f"job {job_id}: new checkpoint {c.name}")
             rows = jobdir.metrics(job)
-            if rows:
-                r = rows[-1]
-                progress.note(self.name, f"job {job_id} {state}: step {r['step']} loss {r.get('loss', float('nan')):.4f}")
-            if state in jupiter.TERMINAL_STATES:
+            if rows and rows[-1]["step"] != last_step:
+                r, last_step = rows[-1], rows[-1]["step"]
+                progress.note(self.name, f"job {job_id} {state}: step {r['step']} loss {r.get('loss', float('nan')):.4f}, "
+                                         f"{r.get('tokens_per_s_per_device', 0):,.0f} tokens/s per GPU")
+            if jupiter.is_finished(state):
                 break
-            time.sleep(60)
+            time.sleep(SLURM_POLL_S)
         if state != "COMPLETED":
             raise StageError(f"stage pretrain: Slurm job {job_id} ended {state}; see {job}/slurm-{job_id}.out; "
                              "rerun the stage to resubmit (it resumes from the newest checkpoint)")
@@ -139,12 +152,12 @@ class PretrainStage:
     # --- publishing -----------------------------------------------------------------------------------------
     def finalize(self, ctx: StageContext, results: dict[str, dict[str, Any]], out_dir: Path) -> StageOutcome:
         job = Path(results["train"]["job_dir"])
-        for name in PUBLISHED:
-            src = job / name
-            if src.is_dir():
-                shutil.copytree(src, out_dir / name, copy_function=os.link)
-            elif src.is_file():
-                os.link(src, out_dir / name)
+        for pattern in PUBLISHED:
+            for src in sorted(job.glob(pattern)):
+                if src.is_dir():
+                    shutil.copytree(src, out_dir / src.name, copy_function=os.link)
+                elif src.is_file():
+                    os.link(src, out_dir / src.name)
         statistics = training_statistics(ctx.settings, out_dir)
         t, c = statistics["training"], statistics["compute"]
         summary = {"steps": t["steps"], "tokens": t["tokens_seen"], "final loss": round(t["final_loss"], 4),
