@@ -61,9 +61,11 @@ def io_format(rec: Records) -> Fact:
     """Inputs and outputs: text as SentencePiece tokens of the run's tokenizer."""
     kind = rec.fact("tokenizer", "statistics.model.type", kind=str)
     vocab = rec.number("tokenizer", "statistics.model.vocab_size")
-    return derive(lambda t, v: f"text (UTF-8) in and out, as tokens of a SentencePiece {t.upper()} tokenizer with {v:,} pieces "
-                               f"and byte fallback (tokenizer.model / tokenizer.json)",
-                  kind, vocab, method="tokenizer statistics.model", fmt=str)
+    fallback = rec.fact("tokenizer", "statistics.model.byte_fallback", kind=bool)
+    code = constant("SentencePiece", source="pipeline code: stages/tokenizer/train.py (SentencePiece), hf_export.py (tokenizer.json)")
+    return derive(lambda t, v, fb, _: f"text (UTF-8) in and out, as tokens of a SentencePiece {t.upper()} tokenizer with {v:,} pieces"
+                                      f"{' and byte fallback' if fb else ''} (tokenizer/tokenizer.model, tokenizer/tokenizer.json)",
+                  kind, vocab, fallback, code, method="tokenizer statistics.model", fmt=str)
 
 
 def max_input(rec: Records) -> Fact:

@@ -176,7 +176,9 @@ def curation_text(rec: Records) -> Fact:
         ]
         return "; ".join(steps) + f". {removed:,} documents removed in all."
 
-    return derive(text, cfg, per_filter, method="ingest config and statistics.per_filter", fmt=str)
+    code = constant("ingest chain", source="pipeline code: stages/ingest/ (normalize.py, langid.py: cld2, quality.py: Gopher/FineWeb-2 "
+                                           "filters, pii.py, minhash.py)")
+    return derive(lambda c, pf, _: text(c, pf), cfg, per_filter, code, method="ingest config and statistics.per_filter", fmt=str)
 
 
 def filter_rows(rec: Records) -> list[list[Fact]]:
@@ -209,21 +211,28 @@ def bias_measures(rec: Records) -> Fact:
     metrics = rec.fact("tokenizer", "statistics.metrics", kind=dict)
     evaluated = rec.fact("evaluate", "statistics.per_language", kind=dict)
     flagged = rec.fact("evaluate", "statistics.flagged", kind=list)
+    tok_policy = rec.fact("tokenizer", "statistics.sample.policy", kind=str)
+    mix_policy = rec.fact("shards", "statistics.mixture.policy", kind=str)
 
-    def text(m: dict, ev: dict, fl: list) -> str:
+    def text(m: dict, ev: dict, fl: list, tp: str, mp: str) -> str:
         parities = {lang: v.get("parity") for lang, v in m.items() if isinstance(v, dict) and v.get("parity") is not None}
-        s = "Language balance: UniMax sampling for the tokenizer and the training mixture. "
+        s = f"Language balance: {tp} sampling of the tokenizer's training text, {mp} training mixture. "
         if parities:
             worst = max(parities, key=parities.__getitem__)
             s += f"Tokenizer parity (tokens relative to English on parallel text) measured for {len(parities)} languages, worst {worst} {parities[worst]:.2f}. "
         else:
             s += "Tokenizer parity not measured (no parallel text configured). "
+        bpb = {lang: v.get("val_bits_per_byte") for lang, v in ev.items() if isinstance(v, dict) and isinstance(v.get("val_bits_per_byte"), (int, float))}
         s += f"Validation loss and bits per byte evaluated per language for {len(ev)} languages"
-        s += f"; flagged for under-performance: {', '.join(fl)}." if fl else "; no language flagged."
+        if bpb:
+            best, worst = min(bpb, key=bpb.__getitem__), max(bpb, key=bpb.__getitem__)
+            s += f" (bits per byte: best {best} {bpb[best]:.3f}, worst {worst} {bpb[worst]:.3f})"
+        s += f"; flagged for a regression between evaluated checkpoints: {', '.join(fl)}." if fl else "; no language flagged for a regression."
         return s
 
-    return derive(text, metrics, evaluated, flagged,
-                  method="tokenizer statistics.metrics.<lang>.parity; evaluate statistics.per_language and flagged", fmt=str)
+    return derive(text, metrics, evaluated, flagged, tok_policy, mix_policy,
+                  method="tokenizer statistics.sample.policy and metrics.<lang>.parity; shards statistics.mixture.policy; evaluate statistics.per_language.<lang>.val_bits_per_byte "
+                         "and flagged", fmt=str)
 
 
 def unsuitable_measures(rec: Records) -> Fact:
@@ -267,6 +276,7 @@ def validation_text(rec: Records) -> Fact:
     val_docs = rec.number("shards", "statistics.totals.val_docs")
     sets = rec.fact("evaluate", "statistics.eval_sets", kind=list)
     step = rec.number("evaluate", "statistics.latest_step")
-    return derive(lambda v, d, s, st: f"Validation split held out by a hash of the document id: {d:,} documents, {v:,} tokens. "
-                                      f"Evaluation sets: {', '.join(map(str, s)) or 'none'}; latest checkpoint evaluated: step {st:,}.",
-                  val, val_docs, sets, step, method="shards statistics.totals; evaluate statistics", fmt=str)
+    code = constant("split by id hash", source="pipeline code: stages/shards/tokenize.py split_hash (train/validation by document id)")
+    return derive(lambda v, d, s, st, _: f"Validation split held out by a hash of the document id: {d:,} documents, {v:,} tokens. "
+                                         f"Evaluation sets: {', '.join(map(str, s)) or 'none'}; latest checkpoint evaluated: step {st:,}.",
+                  val, val_docs, sets, step, code, method="shards statistics.totals; evaluate statistics", fmt=str)
