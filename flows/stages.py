@@ -1,18 +1,22 @@
 """One Prefect flow per stage, and the parent flow that chains them.
 
 A stage flow calls the same `execute_stage` as the local engine, with a mapper that submits each unit as a
-Prefect task (coarse: a language x a batch of files, never a document). Prefect's own caching is off: the
-run directory's unit markers and fingerprints decide what is done, whichever engine ran it.
+Prefect task (coarse: a language x a batch of files, never a document) to the task runner `[orchestration]`
+names: threads or processes on this machine, or Dask workers (prefect-dask; docs/scaling.md). Prefect's own
+caching is off: the run directory's unit markers and fingerprints decide what is done, whichever engine ran it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import flows  # noqa: F401  (offline defaults before Prefect loads)
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.context import FlowRunContext
 from prefect.futures import as_completed
 from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
 
@@ -38,9 +42,60 @@ def prefect_mapper(ctx: StageContext, units: list[Unit]) -> list[dict[str, Any]]
     return [f.result() for f in futures]
 
 
-def task_runner(config: PipelineConfig):
+# The stages whose units task_runner = "dask" sends to Dask workers (CPU work, files in, files out). The later
+# stages' few units start or follow the training job and read its checkpoints: they stay on this machine.
+DATA_STAGES = ("ingest", "tokenizer", "shards")
+
+
+def task_runner(config: PipelineConfig, dask_address: str | None = None):
+    """The Prefect task runner `[orchestration]` asks for; dask needs the scheduler's address (see dask_scheduler)."""
     o = config.orchestration
-    return ProcessPoolTaskRunner(max_workers=o.max_workers) if o.task_runner == "processes" else ThreadPoolTaskRunner(max_workers=o.max_workers)
+    if o.task_runner == "dask":
+        from prefect_dask import DaskTaskRunner
+
+        return DaskTaskRunner(address=dask_address or o.dask_address)
+    if o.task_runner == "processes":
+        return ProcessPoolTaskRunner(max_workers=o.max_workers)
+    return ThreadPoolTaskRunner(max_workers=o.max_workers)
+
+
+@contextmanager
+def dask_scheduler(config: PipelineConfig) -> Iterator[str | None]:
+    """The Dask scheduler the stages of one pipeline run share: `dask_address` when set (a cluster someone else
+    started, e.g. dask-jobqueue on Slurm), else a local cluster of `max_workers` processes with one thread each,
+    started once so every stage reuses its warm workers. None for the other task runners."""
+    o = config.orchestration
+    if o.task_runner != "dask":
+        yield None
+    elif o.dask_address:
+        progress.note("dask", f"units run on the Dask scheduler at {o.dask_address}")
+        api = _prefect_api_env().get("PREFECT_API_URL", "")
+        if _is_loopback(api) and not _is_loopback(o.dask_address):
+            progress.note("dask", f"warning: this flow reports to the Prefect API at {api}, which workers on other "
+                          f"machines cannot reach; start a server they can (docs/scaling.md) and set PREFECT_API_URL")
+        yield o.dask_address
+    else:
+        from distributed import LocalCluster
+
+        logging.getLogger("distributed").setLevel(logging.WARNING)  # the cluster's lifecycle is not news
+        with LocalCluster(n_workers=o.max_workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                          env=_prefect_api_env()) as cluster:
+            progress.note("dask", f"units run on a local Dask cluster: {o.max_workers} worker processes at {cluster.scheduler_address}")
+            yield cluster.scheduler_address
+
+
+def _prefect_api_env() -> dict[str, str]:
+    """Point local Dask workers at the API this flow reports to. Without it, a worker of a run with no
+    PREFECT_API_URL (Prefect's temporary server) would start a temporary server of its own, and its task runs
+    would never show up in the flow's."""
+    ctx = FlowRunContext.get()
+    url = str(ctx.client.api_url) if ctx is not None and ctx.client is not None else ""
+    return {"PREFECT_API_URL": url} if url.startswith("http") and "ephemeral-prefect" not in url else {}
+
+
+def _is_loopback(url: str) -> bool:
+    host = url.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0]
+    return host in ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 def _run_stage(run_dir: str, force: bool = False) -> dict[str, Any]:
@@ -68,5 +123,14 @@ STAGE_FLOWS = {name: flow(name=name, flow_run_name=f"{name}", log_prints=True)(_
 def pipeline_flow(run_dir: str, stages: list[str], forced: list[str]) -> list[dict[str, Any]]:
     """Run the given (implemented) stages in order; a stage is skipped when fresh unless forced."""
     config = load_run_config(RunDir(run_dir))
-    runner = task_runner(config)
-    return [STAGE_FLOWS[name].with_options(task_runner=runner)(run_dir, force=name in forced) for name in stages]
+    results = []
+    data, later = [s for s in stages if s in DATA_STAGES], [s for s in stages if s not in DATA_STAGES]
+    if data:  # a local Dask cluster lives only as long as the data stages
+        with dask_scheduler(config) as address:
+            runner = task_runner(config, address)
+            results += [STAGE_FLOWS[name].with_options(task_runner=runner)(run_dir, force=name in forced) for name in data]
+    if later:
+        o = config.orchestration
+        runner = ThreadPoolTaskRunner(max_workers=o.max_workers) if o.task_runner == "dask" else task_runner(config)
+        results += [STAGE_FLOWS[name].with_options(task_runner=runner)(run_dir, force=name in forced) for name in later]
+    return results
