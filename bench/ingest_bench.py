@@ -91,6 +91,7 @@ def main() -> int:
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     ap.add_argument("--no-reference", action="store_true")
     ap.add_argument("--setup-reference", action="store_true")
+    ap.add_argument("--json", type=Path, default=RESULTS / "ingest_bench.json", help="Where to write the figures (bench/summary.py reads them).")
     args = ap.parse_args()
     if not args.data.exists():
         print(f"benchmark data not found at {args.data} (../shared/data is not part of a clone); nothing measured")
@@ -124,8 +125,8 @@ def main() -> int:
         print(f"{name:<34}{a:>12.2f}{(f'{b:.2f}' if b else '-'):>12}{ratio}{goal:>12}")
     print(f"\nkept {kept:,} of {n:,} documents (production defaults)"
           + (f"; datatrove kept {ref['filters']['kept']:,} (fell back to a whitespace tokenizer for {ref['filters'].get('fallback_languages')})" if ref else ""))
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "ingest_bench.json").write_text(json.dumps({"ours": ours, "datatrove": ref}, indent=2))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"ours": ours, "datatrove": ref}, indent=2))
     return 0
 
 

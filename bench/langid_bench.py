@@ -11,6 +11,7 @@ with a message when the data directory is absent (a fresh clone has no ../shared
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections import Counter
@@ -45,6 +46,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
     ap.add_argument("--min-accuracy", type=float, default=0.99)
+    ap.add_argument("--json", type=Path, default=REPO / "bench" / "results" / "langid_bench.json",
+                    help="Where to write the figures (bench/summary.py reads them).")
     args = ap.parse_args()
     devtest = args.data / "flores200" / "devtest"
     if not devtest.is_dir():
@@ -61,17 +64,22 @@ def main() -> int:
     cpu = time.process_time() - t0
 
     print(f"{'lang':<5}{'docs':>6}{'accuracy':>10}{'kept':>8}{'score':>8}  errors")
-    worst = 1.0
+    worst, per_language = 1.0, {}
     for lang, res in results.items():
         acc = sum(code == lang for code, _ in res) / len(res)
         kept = sum(ident.decide(lang, d)[2] is None for d in docs[lang]) / len(res)
         score = sum(s for _, s in res) / len(res)
         errors = Counter(code for code, _ in res if code != lang)
         worst = min(worst, acc)
+        per_language[lang] = {"docs": len(res), "accuracy": acc, "kept": kept, "score": score, "errors": dict(errors)}
         print(f"{lang:<5}{len(res):>6}{acc:>10.4f}{kept:>8.4f}{score:>8.3f}  {dict(errors) or ''}")
     print(f"\n{n_docs} docs, {n_bytes / n_docs:.0f} bytes/doc: {n_docs / cpu:,.0f} docs/s, "
           f"{n_bytes / cpu / 1e6:.1f} MB/s per core (identify, CPU time)")
     print(f"minimum accuracy {worst:.4f} (required {args.min_accuracy})")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"min_accuracy": worst, "required_accuracy": args.min_accuracy, "docs": n_docs,
+                                     "docs_per_s": n_docs / cpu, "mb_per_s_per_core": n_bytes / cpu / 1e6,
+                                     "per_language": per_language}, indent=2))
     return 0 if worst >= args.min_accuracy else 1
 
 

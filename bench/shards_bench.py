@@ -42,6 +42,7 @@ def _tokenize(args):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    ap.add_argument("--json", type=Path, default=RESULTS / "shards_bench.json", help="Where to write the figures (bench/summary.py reads them).")
     args = ap.parse_args()
     if not args.data.exists():
         print(f"benchmark data not found at {args.data} (../shared/data is not part of a clone); nothing measured")
@@ -118,8 +119,8 @@ def main() -> int:
     print(f"{'shards, 2 processes (wall)':<40}{two_rate:>14,.0f}{two_rate / raw_rate:>8.2f}{'>= 1.8':>10}")
     print(f"{'dataloader read (seq_len 4096)':<40}{read_rate:>14,.0f}{'':>8}{'>= 10M':>10}")
     print(f"\n{len(docs):,} documents, {written:,} tokens (incl. EOS) in {sum(1 for s in shards)} shards; dtype {np.dtype(shards[0]['dtype'])}")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "shards_bench.json").write_text(json.dumps({"raw_tokens_per_s": raw_rate, "one_process_tokens_per_s": one_rate,
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"raw_tokens_per_s": raw_rate, "one_process_tokens_per_s": one_rate,
         "two_process_tokens_per_s": two_rate, "read_tokens_per_s": read_rate, "tokens": written}, indent=2))
     return 0
 

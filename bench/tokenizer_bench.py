@@ -195,6 +195,7 @@ def main() -> int:
     ap.add_argument("--work", type=Path, default=None, help="Keep samples and models here (default: a temporary folder).")
     ap.add_argument("--rebalance-rounds", type=int, default=3, help="Parity rebalancing rounds for the 'rebalanced' tokenizer.")
     ap.add_argument("--rebalance-strength", type=float, default=2.0, help="Exponent on parity / mean parity per round.")
+    ap.add_argument("--json", type=Path, default=RESULTS / "tokenizer_bench.json", help="Where to write the figures (bench/summary.py reads them).")
     ap.add_argument("--_train", help=argparse.SUPPRESS)
     ap.add_argument("--_baseline", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -332,7 +333,6 @@ def main() -> int:
     out_lines.append("reference: XLM-R <= 1.5 for every EU language except Maltese 1.96; GPT-4 5.15 for Greek (Petrov et al. 2023)")
     print("\n" + "\n".join(out_lines))
 
-    RESULTS.mkdir(parents=True, exist_ok=True)
     result = {
         "setup": {
             "training_text": "NTREX-128 newstest2019-ref, 24 EU languages", "evaluation_text": "FLORES-200 devtest (parallel)",
@@ -349,8 +349,9 @@ def main() -> int:
         "table": out_lines,
         "goal_met": verdict,
     }
-    (RESULTS / "tokenizer_bench.json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
-    print(f"\nwrote {RESULTS / 'tokenizer_bench.json'}")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    print(f"\nwrote {args.json}")
     return 0
 
 

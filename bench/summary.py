@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Every benchmark in one table: each stage's figure next to its reference, and the ratio.
+
+    .venv/bin/python bench/summary.py [--no-run] [--only ingest,shards] [--data ../shared/data] [--setup-reference]
+
+Runs bench/{ingest,langid,tokenizer,shards}_bench.py one after the other (each writes its figures to
+bench/results/<name>.json, removed first so nothing stale is shown), then prints the table. `--no-run` only
+reads the results the scripts last wrote. A benchmark whose data is absent (../shared/data is not part of a
+clone) says so and is listed as skipped under the table; one that fails is listed with its exit code. The
+ingest reference (datatrove) needs its own venv: `--setup-reference` creates it (bench/reference/README.md).
+Exit status: 0 unless a benchmark failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+RESULTS = BENCH / "results"
+
+
+@dataclass
+class Row:
+    stage: str
+    figure: str
+    ours: float
+    reference: float | None
+    reference_is: str
+    fmt: str = ",.2f"
+    better: str = "higher"
+
+    def cells(self) -> list[str]:
+        ratio = f"{self.ours / self.reference:.2f}x" if self.reference else "-"
+        ref = format(self.reference, self.fmt) if self.reference is not None else "-"
+        return [self.stage, self.figure, format(self.ours, self.fmt), ref, ratio, self.better, self.reference_is]
+
+
+def ingest_rows(r: dict[str, Any]) -> list[Row]:
+    ours, dt = r["ours"], r.get("datatrove")
+    name = "datatrove 0.10.1, same documents" if dt else "datatrove: not run (bench/ingest_bench.py --setup-reference)"
+
+    def ref(part: str) -> float | None:
+        return dt[part].get("mb_per_cpu_s", dt[part]["mb_per_s"]) if dt else None
+
+    return [
+        Row("ingest", "filter chain, MB/s per core", ours["chain_mb_per_s"], ref("filters"),
+            name.replace("same", "FineWeb-2 filters, same")),
+        Row("ingest", "MinHash signatures, MB/s per core", ours["minhash_mb_per_s"], ref("minhash"), name.replace("same", "MinHash, same")),
+        Row("ingest", "chain speed-up, 1 -> 2 processes", ours["two_process_speedup"], 2.0, "linear scaling"),
+    ]
+
+
+def langid_rows(r: dict[str, Any]) -> list[Row]:
+    return [
+        Row("ingest", f"language ID, lowest accuracy of {len(r['per_language'])} languages", r["min_accuracy"],
+            r["required_accuracy"], "goal (issue 2), FLORES-200 devtest ~1 KB docs", ".4f"),
+        Row("ingest", "language ID, MB/s per core", r["mb_per_s_per_core"], None, "", ",.1f"),
+    ]
+
+
+def tokenizer_rows(r: dict[str, Any]) -> list[Row]:
+    s = r["summary"]
+    skewed = s["proportional"]
+    ref = "32k BPE trained on a web-skewed mix, same budget"
+    n = skewed["languages_measured"]
+    rows = [
+        Row("tokenizer", "worst parity vs English, UniMax-balanced", s["balanced"]["max_parity"], skewed["max_parity"], ref, ".3f", "lower"),
+    ]
+    if "rebalanced" in s:
+        rows.append(Row("tokenizer", "worst parity vs English, parity-rebalanced", s["rebalanced"]["max_parity"], skewed["max_parity"], ref, ".3f", "lower"))
+    goal = r["setup"].get("parity_goal", 1.3)
+    rows += [
+        Row("tokenizer", f"languages (of {n}) with parity <= {goal}, balanced", s["balanced"]["languages_within_goal"],
+            skewed["languages_within_goal"], ref, "d"),
+        Row("tokenizer", "mean fertility (tokens per word), balanced", s["balanced"]["mean_fertility"], skewed["mean_fertility"], ref, ".3f", "lower"),
+    ]
+    return rows
+
+
+def shards_rows(r: dict[str, Any]) -> list[Row]:
+    raw = r["raw_tokens_per_s"]
+    return [
+        Row("shards", "tokenize + write shards, 1 process, tokens/s", r["one_process_tokens_per_s"], raw, "raw SentencePiece encode, 1 thread", ",.0f"),
+        Row("shards", "tokenize + write shards, 2 processes, tokens/s", r["two_process_tokens_per_s"], raw, "raw SentencePiece encode, 1 thread", ",.0f"),
+        Row("shards", "dataloader read (seq_len 4096), tokens/s", r["read_tokens_per_s"], 10e6, "goal (issue 4)", ",.0f"),
+    ]
+
+
+BENCHMARKS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
+    "ingest": ingest_rows, "langid": langid_rows, "tokenizer": tokenizer_rows, "shards": shards_rows,
+}
+
+
+def run(name: str, args: argparse.Namespace) -> tuple[int, str, float]:
+    """Run bench/<name>_bench.py; its output streams to stderr; returns (exit code, last line it printed, seconds)."""
+    result = args.results / f"{name}_bench.json"
+    result.unlink(missing_ok=True)
+    cmd = [sys.executable, str(BENCH / f"{name}_bench.py"), "--json", str(result)]
+    if args.data is not None:
+        cmd += ["--data", str(args.data)]
+    if name == "ingest" and args.setup_reference:
+        cmd.append("--setup-reference")
+    print(f"== {' '.join(os.path.relpath(c, ROOT) if c.startswith(str(ROOT)) else c for c in cmd[1:])}", file=sys.stderr, flush=True)
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")})
+    last = ""
+    for line in proc.stdout:
+        sys.stderr.write(line)
+        last = line.strip() or last
+    return proc.wait(), last, time.monotonic() - t0
+
+
+def table(rows: list[Row]) -> str:
+    header = ["stage", "figure", "ours", "reference", "ratio", "better", "reference is"]
+    body = [r.cells() for r in rows]
+    widths = [max(len(c[i]) for c in [header, *body]) for i in range(len(header))]
+    right = {2, 3, 4}
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))) + " |"
+
+    sep = "|" + "|".join(("-" * (w + 1) + ":") if i in right else "-" * (w + 2) for i, w in enumerate(widths)) + "|"
+    return "\n".join([line(header), sep, *(line(c) for c in body)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--no-run", action="store_true", help="Summarize bench/results/*.json as the scripts last wrote them.")
+    ap.add_argument("--only", default=",".join(BENCHMARKS), help=f"Comma-separated subset of {', '.join(BENCHMARKS)}.")
+    ap.add_argument("--data", type=Path, default=None, help="Benchmark data folder (default: each script's, ../shared/data).")
+    ap.add_argument("--setup-reference", action="store_true", help="Create the datatrove venv for the ingest reference if missing.")
+    ap.add_argument("--results", type=Path, default=RESULTS, help="Folder of the <name>_bench.json files.")
+    args = ap.parse_args(argv)
+    names = [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        ap.error(f"unknown benchmark {unknown[0]!r}; choose from {', '.join(BENCHMARKS)}")
+
+    rows: list[Row] = []
+    notes: list[str] = []
+    failed = False
+    for name in names:
+        result = args.results / f"{name}_bench.json"
+        shown = os.path.relpath(result, ROOT)
+        if not args.no_run:
+            rc, last, seconds = run(name, args)
+            if not result.exists():
+                failed |= rc != 0
+                notes.append(f"{name}: {'failed (exit ' + str(rc) + ')' if rc else 'skipped'}: {last or 'no output'}")
+                continue
+            if rc:  # figures written, but the script's own check failed (e.g. langid below its accuracy bar)
+                notes.append(f"{name}: exit {rc} after writing its figures: {last}")
+                failed = True
+            notes.append(f"{name}: measured in {seconds:.0f} s")
+        elif not result.exists():
+            notes.append(f"{name}: skipped: no {shown} (run without --no-run)")
+            continue
+        else:
+            stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(result.stat().st_mtime))
+            notes.append(f"{name}: from {shown} ({stamp})")
+        try:
+            rows += BENCHMARKS[name](json.loads(result.read_text(encoding="utf-8")))
+        except (KeyError, TypeError, ValueError) as e:
+            notes.append(f"{name}: {shown} has an unexpected shape ({type(e).__name__}: {e}); rerun it")
+            failed = True
+
+    print()
+    print(table(rows) if rows else "no benchmark figures (see below)")
+    print("\nratio = ours / reference; better: which direction is good.")
+    print("\n".join(f"- {n}" for n in notes))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
