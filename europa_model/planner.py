@@ -330,7 +330,7 @@ class ThroughputEstimate:
 
     @property
     def above_threshold(self) -> bool:
-        return self.total_flops >= self.threshold_flops
+        return self.total_flops > self.threshold_flops  # Art. 51(2): "greater than 10^25"
 
 
 @dataclass

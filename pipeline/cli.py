@@ -40,6 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("name", choices=STAGE_NAMES, metavar="STAGE", help=f"one of: {', '.join(STAGE_NAMES)}")
     common(s)
     s.add_argument("--force", action="store_true", help="rerun even if fresh")
+    s.add_argument("--strict", action="store_true",
+                   help="compliance only: fail while any value is open (same as [compliance] strict = true)")
 
     st = sub.add_parser("status", help="each stage: fresh / stale / missing / failed, key counts, duration")
     common(st)
@@ -178,7 +180,10 @@ def cmd_eval_schedule(args) -> int:
 def cmd_stage(args) -> int:
     if not is_implemented(args.name):
         raise StageNotImplemented(args.name)
-    return _execute(args.config, args.run_dir, [args.name], [args.name] if args.force else [])
+    if args.strict and args.name != "compliance":
+        return _fail(f"--strict applies to the compliance stage only, not {args.name}", EXIT_USAGE)
+    overrides = {"compliance": {"strict": True}} if args.strict else {}
+    return _execute(args.config, args.run_dir, [args.name], [args.name] if args.force else [], overrides)
 
 
 def cmd_run(args) -> int:
@@ -260,12 +265,15 @@ def cmd_launch(args) -> int:
     return EXIT_OK
 
 
-def _execute(config_path: str | None, run_dir_path: str | None, selected: list[str], forced: list[str]) -> int:
+def _execute(config_path: str | None, run_dir_path: str | None, selected: list[str], forced: list[str],
+             overrides: dict[str, dict] | None = None) -> int:
     from pipeline.executor import statuses
     from pipeline.runconfig import resolve, save_run_config
 
     t0 = time.monotonic()
     rd, config = resolve(config_path, run_dir_path)
+    for section, values in (overrides or {}).items():  # command-line settings become part of run.toml
+        config.stages[section] = config.section(section).model_copy(update=values)
     with rd.lock(f"europa {' '.join(sys.argv[1:]) or 'run'}"):
         save_run_config(rd, config)
         state = {s.name: s.state for s in statuses(rd, config)}

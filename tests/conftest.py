@@ -92,3 +92,18 @@ def trained_run(tmp_path_factory, data_run, udhr_dir) -> tuple[Path, Path]:
     cfg, run_dir = make_run(tmp_path_factory.mktemp("trained"), data_run, udhr_dir)
     assert main(["stage", "pretrain", "--config", str(cfg), "--run-dir", str(run_dir)]) == 0
     return cfg, run_dir
+
+
+@pytest.fixture(autouse=True)
+def _prefect_console_outlives_capture():
+    """Prefect's console log handler keeps the stream that was sys.stderr when logging was first set up; if a
+    test captured output (capsys) at that moment, later tests would log into a closed stream. Re-point it."""
+    yield
+    import logging
+    import sys
+
+    loggers = [logging.getLogger()] + [lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger)]
+    handlers = [h for lg in loggers for h in lg.handlers if type(h).__name__ == "PrefectConsoleHandler"]
+    for h in handlers:
+        h.stream = sys.stderr  # not setStream(): it flushes the old, closed stream
+        h.console.file = sys.stderr

@@ -70,10 +70,7 @@ def evaluate_run(run_dir: RunDir, config: PipelineConfig, *, which: str | None =
         if not checkpoints:
             outcome.message = "no complete checkpoint yet; nothing to evaluate"
             return outcome
-        if not todo:
-            outcome.message = f"all {len(checkpoints)} complete checkpoint(s) already evaluated; nothing new"
-            return outcome
-        texts = _load_texts(run_dir, config, settings)
+        texts = _load_texts(run_dir, config, settings) if todo else None
         seq_len = settings.seq_len or pretrain.seq_len
         device = _device(settings.device)
         for ckpt in todo:
@@ -88,11 +85,14 @@ def evaluate_run(run_dir: RunDir, config: PipelineConfig, *, which: str | None =
             store.write(ckpt.step, metrics)
             outcome.evaluated.append(ckpt.step)
         all_metrics = store.all()
-        if all_metrics:
+        if all_metrics:  # rewritten even when nothing is new: the threshold may have changed
             write_history(store.root, all_metrics)
             rows = write_report(store.root, all_metrics, settings.regression_threshold)
             outcome.flagged = [r for r in rows if r["flagged"]]
             outcome.report = (store.root / "report.md").read_text()
+    if not todo:
+        outcome.message = f"all {len(checkpoints)} complete checkpoint(s) already evaluated; nothing new"
+        return outcome
     done = ", ".join(f"step-{s}" for s in outcome.evaluated) or "none"
     outcome.message = f"evaluated {done}" + (f"; skipped {len(outcome.skipped)} damaged" if outcome.skipped else "") + \
         (f"; REGRESSION in {', '.join(r['lang'] for r in outcome.flagged)}" if outcome.flagged else "")
