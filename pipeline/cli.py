@@ -280,6 +280,7 @@ def _execute(config_path: str | None, run_dir_path: str | None, selected: list[s
         todo = [n for n in selected if n in forced or state[n] != "fresh"]
         if not todo:
             print(f"europa: {', '.join(selected)}: fresh, nothing to do ({time.monotonic() - t0:.1f}s); {rd.path}")
+            _print_products(rd)
             return EXIT_OK
         first = selected.index(todo[0])
         to_run = selected[first:]  # everything after the first stale stage may become stale by it
@@ -301,7 +302,20 @@ def _execute(config_path: str | None, run_dir_path: str | None, selected: list[s
         verb = "ran" if r["ran"] else "fresh, skipped"
         print(f"europa: {r['stage']}: {verb}: " + ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in r["summary"].items()))
     print(f"europa: done in {time.monotonic() - t0:.1f}s; outputs in {rd.path}")
+    _print_products(rd)
     return EXIT_OK
+
+
+def _print_products(rd) -> None:
+    """Where the things people come for are, once the stages that make them have run."""
+    pretrain = rd.manifest("pretrain")
+    if pretrain is not None:
+        ckpt = pretrain.statistics.get("checkpoint", {}).get("path")
+        print(f"europa: model: {rd.stage_dir('pretrain') / ckpt} (torchtitan DCP checkpoint; tokenizer in {rd.stage_dir('tokenizer')})")
+    if (rd.path / "eval" / "report.md").exists():
+        print(f"europa: evaluation report: {rd.path / 'eval' / 'report.md'}")
+    if (rd.stage_dir("compliance") / "index.html").exists():
+        print(f"europa: EU AI Act documents: {rd.stage_dir('compliance') / 'index.html'}")
 
 
 if __name__ == "__main__":
