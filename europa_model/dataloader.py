@@ -24,18 +24,41 @@ from stages.shards.reader import MixtureStream, PackedSequences, open_shards
 
 
 class ShardDataset(IterableDataset, Stateful):
+    """Packed rows for one data-parallel rank.
+
+    order "global": every rank packs the same single stream and keeps the rows of its slice of each global
+    batch (rank r of W takes local batches r, r + W, ...), so the global batches, and therefore the training,
+    do not depend on how many ranks share them: a job can resume on another GPU count, and 1 process with a
+    batch of 8 sees what 2 processes with 4 each see. Each rank packs W times the rows it uses (cheap: packing
+    runs at tens of millions of tokens per second, and the dataloader's workers overlap it with compute).
+    order "per_rank": each rank streams its own disjoint documents; no redundant packing, but the data order
+    depends on the world size.
+    """
+
     def __init__(self, shards_dir: Path, split: str, seq_len: int, seed: int, dp_rank: int, dp_world_size: int,
-                 verify: bool = True):
+                 verify: bool = True, order: str = "global", local_batch_size: int = 1):
         index, by_lang = open_shards(shards_dir, split, verify=verify)
         if split == "train":
             mixture = json.loads((Path(shards_dir) / "mixture.json").read_text())
             weights = {lang: m["weight"] for lang, m in mixture["languages"].items()}
         else:  # validation: every language equally, the mixture is a training decision
             weights = {lang: 1.0 for lang in by_lang}
-        self.packer = PackedSequences(MixtureStream(by_lang, weights, seed, dp_rank, dp_world_size), seq_len, index["bos_id"])
+        if order not in ("global", "per_rank"):
+            raise ValueError(f"data order must be 'global' or 'per_rank', not {order!r}")
+        if order == "global":
+            stream = MixtureStream(by_lang, weights, seed, 0, 1)
+            self.slice = (dp_rank, dp_world_size, local_batch_size)
+        else:
+            stream = MixtureStream(by_lang, weights, seed, dp_rank, dp_world_size)
+            self.slice = None
+        self.packer = PackedSequences(stream, seq_len, index["bos_id"])
 
     def __iter__(self):
         for inputs, labels, positions in self.packer:
+            if self.slice is not None:
+                rank, world, batch = self.slice
+                if (self.packer.rows - 1) // batch % world != rank:
+                    continue
             yield {"input": torch.from_numpy(inputs), "positions": torch.from_numpy(positions)}, torch.from_numpy(labels)
 
     def state_dict(self) -> dict[str, Any]:
@@ -55,13 +78,15 @@ class EuropaShardsDataLoader(ParallelAwareDataloader):
         split: str = "train"
         seed: int = 1234
         verify_checksums: bool = True
+        order: str = "global"
+        """"global": the same global batches at any data-parallel size; "per_rank": disjoint streams per rank."""
 
     def __init__(self, config: Config, *, dp_world_size: int, dp_rank: int, tokenizer=None, seq_len: int,
                  local_batch_size: int, snapshot_every_n_steps: int | None = 1, **kwargs):
         if not config.dataset_path:
             raise ValueError("EuropaShardsDataLoader.Config.dataset_path must point at a run's shards/ folder")
         dataset = ShardDataset(Path(config.dataset_path), config.split, seq_len, config.seed, dp_rank, dp_world_size,
-                               verify=config.verify_checksums)
+                               verify=config.verify_checksums, order=config.order, local_batch_size=local_batch_size)
         super().__init__(dataset, dp_rank=dp_rank, dp_world_size=dp_world_size, num_workers=config.num_workers,
                          persistent_workers=config.persistent_workers, pin_memory=config.pin_memory,
                          prefetch_factor=config.prefetch_factor, snapshot_every_n_steps=snapshot_every_n_steps,

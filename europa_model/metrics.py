@@ -65,6 +65,9 @@ class EuropaMetricsProcessor(MetricsProcessor):
         peak_flops_per_device: float | None = None
         """Peak FLOP/s of one device for utilisation; None = torchtitan's GPU table."""
 
+        max_loss: float | None = None
+        """Stop when a logged loss exceeds this (diverged); torchtitan itself stops only on NaN/inf."""
+
     def __init__(self, config: Config, *, parallel_dims, dump_folder: str = "./outputs", **kwargs):
         super().__init__(config, parallel_dims=parallel_dims, dump_folder=dump_folder, **kwargs)
         if config.peak_flops_per_device:
@@ -78,3 +81,9 @@ class EuropaMetricsProcessor(MetricsProcessor):
                 container.add_logger(self.logger)
             container.add_logger(JsonlLogger(os.path.join(dump_folder, config.jsonl_file), world, self.gpu_peak_flops))
             self.logger = container
+
+    def log(self, step: int, global_avg_loss: float, global_max_loss: float, grad_norm: float, extra_metrics=None):
+        super().log(step, global_avg_loss, global_max_loss, grad_norm, extra_metrics=extra_metrics)
+        if self.config.max_loss is not None and global_avg_loss > self.config.max_loss:
+            raise RuntimeError(f"Loss exploded (global_avg_loss={global_avg_loss:.4g} > max_loss "
+                               f"{self.config.max_loss:.4g}) at step {step}. Stopping training.")

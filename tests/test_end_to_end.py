@@ -50,6 +50,11 @@ def test_full_flow_lineage_and_reruns(prefect_harness, tmp_path, udhr_dir, capsy
     assert m["pretrain"]["statistics"]["training"]["steps"] == 6
     assert m["evaluate"]["statistics"]["checkpoints_evaluated"] == [3, 6]
     assert (run_dir / "compliance" / "index.html").exists() and m["compliance"]["summary"]["open items"] == 0
+    from prefect.artifacts import Artifact  # what the Prefect UI shows for each stage
+
+    for stage in STAGE_NAMES:
+        assert Artifact.get(f"{stage}-summary") is not None, stage
+    assert "bits/byte" in Artifact.get("evaluate-summary").data
 
     # everything fresh: skipped in seconds
     t0 = time.monotonic()

@@ -35,8 +35,8 @@ def test_prefect_flow_runs_units_as_tasks_and_leaves_an_artifact(prefect_harness
     (tmp_path / "p").mkdir()
     threads = _config(tmp_path / "t", udhr_dir, "threads")
     processes = _config(tmp_path / "p", udhr_dir, "processes")
-    assert main(["run", "--config", str(threads), "--run-dir", str(tmp_path / "run-t")]) == 0
-    assert main(["run", "--config", str(processes), "--run-dir", str(tmp_path / "run-p")]) == 0
+    assert main(["run", "--config", str(threads), "--run-dir", str(tmp_path / "run-t"), "--to", "shards"]) == 0
+    assert main(["run", "--config", str(processes), "--run-dir", str(tmp_path / "run-p"), "--to", "shards"]) == 0
     m_t = json.loads((tmp_path / "run-t" / "ingest" / "manifest.json").read_text())
     m_p = json.loads((tmp_path / "run-p" / "ingest" / "manifest.json").read_text())
     assert set(m_t["statistics"]["per_language"]) == {"de", "mt", "el", "hr"}
@@ -74,7 +74,7 @@ def test_flow_reports_to_a_running_prefect_server(tmp_path, udhr_dir):
                 assert server.poll() is None, "prefect server exited"
                 time.sleep(1)
         cfg = _config(tmp_path, udhr_dir, "threads")
-        run = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--config", str(cfg), "--run-dir", str(tmp_path / "run")],
+        run = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--config", str(cfg), "--run-dir", str(tmp_path / "run"), "--to", "shards"],
                              env={**env, "PREFECT_API_URL": api}, capture_output=True, text=True, timeout=300)
         assert run.returncode == 0, run.stderr[-2000:]
         assert "Starting temporary server" not in run.stderr  # it used ours

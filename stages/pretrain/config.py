@@ -134,6 +134,12 @@ class PretrainConfig(StrictModel):
     peak_flops_per_device: float | None = Field(
         None, gt=0, description="Peak FLOP/s of one device for utilisation; default: known GPU table, or measured matmul rate on CPU.")
     log_every: int = Field(1, ge=1, description="Steps between metric lines.")
+    max_loss_factor: float | None = Field(
+        2.0, gt=1, description="Stop as diverged when the loss exceeds this x ln(vocabulary size), i.e. this many times "
+        "the loss of a uniform guess; None: stop only on NaN/inf.")
+    data_order: Literal["global", "per_rank"] = Field(
+        "global", description="global: the same global batches at any GPU count (resume elsewhere, 1 vs N ranks agree); "
+        "per_rank: each rank streams its own documents (no redundant packing; order depends on the rank count).")
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
     parallelism: ParallelismSettings = Field(default_factory=ParallelismSettings)

@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     if tokenizer is None or run_dir.manifest("shards") is None:
         raise SystemExit(f"europa pretrain: {run_dir.path} has no tokenizer or shards output; run those stages first")
     vocab_size = int(tokenizer.statistics["model"]["vocab_size"])
+    check_inputs(run_dir, job_dir, settings.flavor, vocab_size)
     device = resolve_device(settings.device)
     single_process_env()
 
@@ -141,6 +142,22 @@ def main(argv: list[str] | None = None) -> int:
         if torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
     return 0
+
+
+def check_inputs(run_dir, job_dir: Path, flavor: str, vocab_size: int) -> None:
+    """Refuse inputs that would fail deep inside torchtitan (or, worse, train on mismatched ids)."""
+    index = json.loads((run_dir.stage_dir("shards") / "index.json").read_text())
+    if index.get("vocab_size") != vocab_size:
+        raise SystemExit(f"europa pretrain: {run_dir.stage_dir('shards')}/index.json was tokenized with a "
+                         f"{index.get('vocab_size')}-piece vocabulary but the tokenizer has {vocab_size}; rerun the "
+                         "shards stage (europa run --from shards)")
+    info = job_dir / "job_info.json"
+    if info.exists() and list((job_dir / "checkpoints").glob("step-*")):
+        old = json.loads(info.read_text())
+        if (old.get("flavor"), old.get("vocab_size")) != (flavor, vocab_size):
+            raise SystemExit(f"europa pretrain: the checkpoints in {job_dir / 'checkpoints'} hold a {old.get('flavor')} "
+                             f"model with a {old.get('vocab_size')}-piece vocabulary, not {flavor} with {vocab_size}; "
+                             "move them away or use another job folder")
 
 
 def _train_from_loaded(trainer) -> None:

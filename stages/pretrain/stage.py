@@ -13,6 +13,7 @@ device-hours, training FLOPs estimated two ways, and the checksums of the final 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -110,6 +111,14 @@ class PretrainStage:
                 raise
         if code != 0:
             cause = next((t for t in reversed(tail) if "Error" in t or "europa pretrain:" in t), tail[-1] if tail else "")
+            diverged = re.search(r"Loss (?:is not finite|exploded) \((.*?)\) at step (\d+)", "\n".join(tail))
+            if diverged:
+                good = [c for c in jobdir.complete_checkpoints(job) if c.step < int(diverged.group(2))]
+                last = f"last good checkpoint {good[-1].path}" if good else "no checkpoint before it"
+                raise StageError(
+                    f"stage pretrain: training diverged at step {diverged.group(2)} ({diverged.group(1)}); {last}; "
+                    "lower [pretrain.optimizer] lr or lengthen [pretrain.schedule] warmup_steps "
+                    f"(full output: {job / 'train.log'})")
             raise StageError(f"stage pretrain: {what} process exited with {code}: {cause.strip()[:300]} "
                              f"(full output: {job / 'train.log'})")
 

@@ -13,6 +13,7 @@ Choices torchtitan leaves open that matter here:
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from europa_model import cpu_compat
@@ -74,8 +75,10 @@ def build_trainer_config(
         loss=ChunkedLossWrapper.Config(loss_fn=CrossEntropyLoss.Config(global_vocab_size=decoder_vocab_size(model_spec))),
         metrics=EuropaMetricsProcessor.Config(log_freq=settings.log_every, enable_tensorboard=True,
                                               save_tb_folder="tb", disable_color_printing=True,
-                                              peak_flops_per_device=peak_flops_per_device),
-        dataloader=EuropaShardsDataLoader.Config(dataset_path=str(shards_dir), seed=seed),
+                                              peak_flops_per_device=peak_flops_per_device,
+                                              max_loss=(settings.max_loss_factor * math.log(vocab_size)
+                                                        if settings.max_loss_factor else None)),
+        dataloader=EuropaShardsDataLoader.Config(dataset_path=str(shards_dir), seed=seed, order=settings.data_order),
         optimizer=_optimizer(settings, model_spec),
         lr_scheduler=LRSchedulersContainer.Config(
             warmup_steps=settings.schedule.warmup_steps,

@@ -162,3 +162,23 @@ def test_rerun_skips_and_dtype_choice(run, capsys):
     assert main(["stage", "shards", "--run-dir", str(run)]) == 0
     assert "fresh, nothing to do" in capsys.readouterr().out
     assert token_dtype(65536) == np.dtype("<u2") and token_dtype(65537) == np.dtype("<u4")
+
+
+def test_global_order_gives_the_same_global_batches_at_any_rank_count(run):
+    import torch
+
+    from europa_model.dataloader import EuropaShardsDataLoader
+
+    def batches(world, rank, local, order="global", n=3):
+        cfg = EuropaShardsDataLoader.Config(dataset_path=str(run / "shards"), seed=11, order=order)
+        dl = cfg.build(dp_world_size=world, dp_rank=rank, tokenizer=None, seq_len=64, local_batch_size=local)
+        return [b for _, b in zip(range(n), dl)]
+
+    one = batches(1, 0, 6)
+    two = [batches(2, r, 3) for r in (0, 1)]
+    for step in range(3):
+        joined = torch.cat([two[0][step][0]["input"], two[1][step][0]["input"]])
+        assert torch.equal(one[step][0]["input"], joined)
+        assert torch.equal(one[step][1], torch.cat([two[0][step][1], two[1][step][1]]))
+    per_rank = [batches(2, r, 3, order="per_rank", n=1) for r in (0, 1)]
+    assert not torch.equal(per_rank[0][0][0]["input"], per_rank[1][0][0]["input"])  # disjoint documents per rank
