@@ -153,3 +153,21 @@ def test_divergence_stops_naming_the_step_and_the_last_good_checkpoint(tmp_path,
     step = int(err.split("at step ")[1].split()[0])
     assert (f"last good checkpoint {run_dir}" in err and f"step-{step - 1}" in err) or "no checkpoint before it" in err
     assert not (run_dir / "pretrain").exists()  # nothing published
+
+
+def test_live_checkpoints_of_an_unpublished_job_are_found(tmp_path):
+    """Evaluation beside training: the checkpoints of the job still training (in .work) count, complete ones only."""
+    from pipeline.rundir import RunDir
+    from stages.pretrain.job import run_checkpoints
+
+    rd = RunDir(tmp_path / "run")
+    rd.write_state("pretrain", status="running", at="2026-01-01T00:00:00+00:00", fingerprint="ab" * 32)
+    job = rd.work_dir("pretrain", "ab" * 32) / "job" / "checkpoints"
+    for step, complete in ((10, True), (20, True), (30, False)):
+        (job / f"step-{step}").mkdir(parents=True)
+        if complete:
+            (job / f"step-{step}" / ".metadata").write_bytes(b"x")
+    published = rd.stage_dir("pretrain") / "checkpoints" / "step-5"
+    published.mkdir(parents=True)
+    (published / ".metadata").write_bytes(b"x")
+    assert [c.step for c in run_checkpoints(rd)] == [5, 10, 20]
