@@ -76,7 +76,8 @@ class PretrainStage:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         world = settings.parallelism.world_size
         if settings.launcher == "torchrun":
-            if settings.device != "cuda" and not jobdir.complete_checkpoints(job) and not (job / "seed" / "checkpoints" / "step-0" / ".metadata").exists():
+            if _device(settings.device) == "cpu" and not jobdir.complete_checkpoints(job) \
+                    and not (job / "seed" / "checkpoints" / "step-0" / ".metadata").exists():
                 progress.note(self.name, "writing a seed checkpoint (CPU ranks cannot initialise sharded experts differently)")
                 self._stream(self._command(ctx, job, "--seed-checkpoint"), env, job, "seed")
             cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world}",
@@ -186,6 +187,14 @@ class PretrainStage:
             f"| training FLOPs (devices x time x peak x MFU) | {c['flops_hardware']:.3e} |",
             f"| mean MFU | {c['mfu']:.2%} |", f"| final checkpoint | {s['checkpoint']['path']} |",
         ])
+
+
+def _device(requested: str) -> str:
+    if requested != "auto":
+        return requested
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def training_statistics(settings: PretrainConfig, folder: Path) -> dict[str, Any]:
