@@ -171,9 +171,19 @@ def test_scheduled_deployment_evaluates_exactly_the_new_checkpoints(prefect_harn
         return run_flow(evaluate_new_checkpoints, flow_run=flow_run, parameters=flow_run.parameters)
 
     assert trigger()["evaluated"] == [3, 6]
+    # make step 6 look much better in German than the weights of step 9 (a copy of step 6) will score
+    m6_path = run_dir / "eval" / "step-6" / "metrics.json"
+    m6 = json.loads(m6_path.read_text())
+    m6["sets"]["val"]["de"]["bits_per_byte"] *= 0.5
+    m6_path.write_text(json.dumps(m6))
     add_checkpoint(run_dir, 9)
     add_checkpoint(run_dir, 12, complete=False)  # being written
-    assert trigger()["evaluated"] == [9]
+    result = trigger()
+    assert result["evaluated"] == [9] and result["flagged"] == ["de"]
+    from prefect.artifacts import Artifact
+
+    flags = Artifact.get("evaluation-regressions")
+    assert flags is not None and "de" in str(flags.data)  # the table artifact the Prefect UI shows
     assert trigger()["evaluated"] == []
     shutil.copy2(run_dir / "pretrain" / "checkpoints" / "step-6" / ".metadata", run_dir / "pretrain" / "checkpoints" / "step-12")
     assert trigger()["evaluated"] == [12]
