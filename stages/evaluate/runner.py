@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from europa_model.devices import resolve_device
 from pipeline import progress
 from pipeline.config import PipelineConfig
 from pipeline.manifest import sha256_file
@@ -72,7 +73,7 @@ def evaluate_run(run_dir: RunDir, config: PipelineConfig, *, which: str | None =
             return outcome
         texts = _load_texts(run_dir, config, settings) if todo else None
         seq_len = settings.seq_len or pretrain.seq_len
-        device = _device(settings.device)
+        device = resolve_device(settings.device)
         for ckpt in todo:
             try:
                 metrics = _evaluate_checkpoint(ckpt, texts, settings, seq_len, device)
@@ -97,14 +98,6 @@ def evaluate_run(run_dir: RunDir, config: PipelineConfig, *, which: str | None =
     outcome.message = f"evaluated {done}" + (f"; skipped {len(outcome.skipped)} damaged" if outcome.skipped else "") + \
         (f"; REGRESSION in {', '.join(r['lang'] for r in outcome.flagged)}" if outcome.flagged else "")
     return outcome
-
-
-def _device(requested: str) -> str:
-    import torch
-
-    if requested == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return requested
 
 
 def _load_texts(run_dir: RunDir, config: PipelineConfig, settings: EvaluateConfig):

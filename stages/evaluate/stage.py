@@ -25,13 +25,12 @@ class EvaluateStage:
 
     def input_signature(self, ctx: StageContext) -> Any:
         """External evaluation files: their sizes and times (changing a file makes the stage stale)."""
-        from pipeline.languages import language
+        from stages.ingest.sources import expand_template
 
         sig = []
         for s in ctx.settings.sets:
             for lang in ctx.config.run.languages:
-                lg = language(lang)
-                p = Path(s.path) / s.pattern.format(lang=lg.code, iso3=lg.iso3, flores=lg.flores)
+                p = Path(s.path) / expand_template(s.pattern, lang)
                 st = p.stat() if p.is_file() else None
                 sig.append([s.name, lang, st.st_size if st else None, st.st_mtime_ns if st else None])
         return sig

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.languages import language
+from stages.ingest.sources import expand_template
 
 
 @dataclass
@@ -58,8 +58,7 @@ def external_texts(name: str, folder: str, pattern: str, languages: list[str], s
     eos = sp.eos_id()
     out, missing = {}, []
     for lang in languages:
-        lg = language(lang)
-        path = Path(folder) / pattern.format(lang=lg.code, iso3=lg.iso3, flores=lg.flores)
+        path = Path(folder) / expand_template(pattern, lang)
         if not path.is_file():
             missing.append(lang)
             continue

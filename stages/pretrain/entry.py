@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from europa_model.devices import resolve_device
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -34,17 +36,6 @@ def single_process_env() -> None:
     if "RANK" not in os.environ:
         os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1",
                           MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
-
-
-def resolve_device(requested: str) -> str:
-    import torch
-
-    if requested == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("europa pretrain: [pretrain] device = \"cuda\" but torch sees no GPU on this machine; "
-                         "use device = \"auto\" or \"cpu\"")
-    return requested
 
 
 def measure_cpu_peak_flops(seconds: float = 0.3) -> float:
@@ -79,7 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"europa pretrain: {run_dir.path} has no tokenizer or shards output; run those stages first")
     vocab_size = int(tokenizer.statistics["model"]["vocab_size"])
     check_inputs(run_dir, job_dir, settings.flavor, vocab_size)
-    device = resolve_device(settings.device)
+    try:
+        device = resolve_device(settings.device)
+    except ValueError as e:
+        raise SystemExit(f"europa pretrain: [pretrain] {e}") from None
     single_process_env()
 
     from europa_model.train_compat import apply_for_training

@@ -22,6 +22,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, ClassVar
 
+from europa_model.devices import resolve_device
 from pipeline import progress
 from pipeline.config import REPO_ROOT
 from pipeline.manifest import Manifest, digest, sha256_file
@@ -76,7 +77,7 @@ class PretrainStage:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         world = settings.parallelism.world_size
         if settings.launcher == "torchrun":
-            if _device(settings.device) == "cpu" and not jobdir.complete_checkpoints(job) \
+            if resolve_device(settings.device) == "cpu" and not jobdir.complete_checkpoints(job) \
                     and not (job / "seed" / "checkpoints" / "step-0" / ".metadata").exists():
                 progress.note(self.name, "writing a seed checkpoint (CPU ranks cannot initialise sharded experts differently)")
                 self._stream(self._command(ctx, job, "--seed-checkpoint"), env, job, "seed")
@@ -187,14 +188,6 @@ class PretrainStage:
             f"| training FLOPs (devices x time x peak x MFU) | {c['flops_hardware']:.3e} |",
             f"| mean MFU | {c['mfu']:.2%} |", f"| final checkpoint | {s['checkpoint']['path']} |",
         ])
-
-
-def _device(requested: str) -> str:
-    if requested != "auto":
-        return requested
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def training_statistics(settings: PretrainConfig, folder: Path) -> dict[str, Any]:
