@@ -20,8 +20,9 @@ test: $(STAMP) $(UDHR)
 
 install: $(STAMP)
 
+# The C word statistics (stages/ingest/_wordstats.c) are compiled by this install: a changed source reinstalls.
 # torch 2.13.0 comes from the machine's local wheel where pip is set up for it (CPU build).
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml stages/ingest/_wordstats.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[dev]"

@@ -33,6 +33,7 @@ from stages.ingest.config import IngestConfig, SourceConfig  # noqa: E402
 from stages.ingest.minhash import minhash_signatures  # noqa: E402
 from stages.ingest.process import DocumentChain  # noqa: E402
 from stages.ingest.sources import RawDoc  # noqa: E402
+from stages.ingest.wordstats import COMPILED  # noqa: E402
 
 SETTINGS = IngestConfig()  # the production defaults, not tuned for the benchmark
 _chains: dict[str, DocumentChain] = {}
@@ -106,6 +107,8 @@ def main() -> int:
     docs = load_docs(args.data)
     mb = sum(len(d["text"].encode()) for d in docs) / 1e6
     print(f"input: {len(docs):,} documents, {mb:.2f} MB, {len({d['lang'] for d in docs})} languages", file=sys.stderr)
+    print("word statistics: " + ("C extension (stages/ingest/_wordstats.c)" if COMPILED else
+          "Python reference: the C extension was not built (pip install -e . with a C compiler)"), file=sys.stderr)
 
     run_chain(docs[:200])  # warm-up: imports, compiled regexes, cld2 tables
     (kept, n), t_chain = timed(run_chain, docs, repeat=REPEAT)
@@ -121,7 +124,7 @@ def main() -> int:
     _, t_one_wall = timed(run_chain, docs, clock=time.perf_counter, repeat=REPEAT)
 
     ours = {"chain_mb_per_s": mb / t_chain, "minhash_mb_per_s": mb / t_mh, "two_process_speedup": t_one_wall / t_two,
-            "kept": kept, "docs": n, "chain_seconds": t_chain, "minhash_seconds": t_mh, "two_process_seconds": t_two, "one_process_wall_seconds": t_one_wall}
+            "kept": kept, "docs": n, "word_stats_compiled": COMPILED, "chain_seconds": t_chain, "minhash_seconds": t_mh, "two_process_seconds": t_two, "one_process_wall_seconds": t_one_wall}
     ref = None if args.no_reference else reference(RESULTS / "reference_docs.jsonl", args.setup_reference)
 
     print(f"\n{'measure':<34}{'ours':>12}{'datatrove':>12}{'ratio':>9}{'goal':>12}")

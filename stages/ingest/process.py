@@ -19,7 +19,7 @@ from stages.ingest.langid import LanguageIdentifier
 from stages.ingest.minhash import exact_key, minhash_signatures
 from stages.ingest.normalize import normalize_text
 from stages.ingest.pii import redact_pii
-from stages.ingest.quality import check_quality, split_words
+from stages.ingest.quality import check_quality, quality_word_stats
 from stages.ingest.sources import InputProblem, RawDoc, input_key, read_input
 
 # Reasons recorded for documents removed before quality filtering (quality reasons come from quality.py).
@@ -57,8 +57,8 @@ class DocumentChain:
 
     Row sizes: `n_chars` and `n_bytes` (UTF-8) of the final text, `n_words` its number of whitespace-separated
     tokens (`len(text.split())`, punctuation attached; not the quality filters' word count, which drops
-    punctuation and splits "1,5" or "e.g."). Documents that reach the quality filters split their text once
-    for both.
+    punctuation and splits "1,5" or "e.g."). Documents that reach the quality filters get both counts from
+    one `quality_word_stats`.
     """
 
     settings: IngestConfig
@@ -122,9 +122,9 @@ class DocumentChain:
         row["lang_detected"], row["lang_score"] = detected, float(score)
         if reason:
             return reason, None
-        tokens = text.split()
-        n_words = len(tokens)
-        reason = check_quality(text, self.thresholds, split_words(text, tokens))  # reuses (changes) tokens
+        stats = quality_word_stats(text, self.thresholds)
+        n_words = stats.n_tokens
+        reason = check_quality(text, self.thresholds, stats)
         if reason:
             return reason, n_words
         if self.settings.pii.enabled:

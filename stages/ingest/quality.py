@@ -7,13 +7,12 @@ real text in all 24 languages: 3,466 of 3,467 ~1 KB FLORES documents pass (the o
 sentence) and 2,935 of 2,952 NTREX news articles (8 too short, 9 repeat headline phrases in the body). Only
 the mean word length needs per-language overrides (compounding/agglutinative languages).
 
-Why a regex word splitter: datatrove splits words with spaCy (and Stanza for Maltese), which costs ~0.4 MB/s
-per core and downloads models at run time. A single Unicode regex is ~50x faster and good enough for
-counting words; it keeps apostrophes and hyphens inside words ("l'homme", "il-kelb", "t-uisce") so Maltese
+Words: matches of one Unicode regex (`wordstats.WORD`). datatrove splits words with spaCy (and Stanza for
+Maltese), which costs ~0.4 MB/s per core and downloads models at run time; a regex is good enough for
+counting words. It keeps apostrophes and hyphens inside words ("l'homme", "il-kelb", "t-uisce") so Maltese
 and Irish articles do not inflate the word count, and it drops punctuation, so word lengths are letters only.
-`split_words` computes exactly what that regex finds, ~2x faster: from the whitespace tokens (a word never
-spans whitespace), with the regex only for the few tokens that are not a plain word after stripping common
-punctuation from their ends (`tests/ingest/test_quality.py` checks the equivalence).
+Most documents are decided on per-document word statistics (`wordstats.word_stats`, in C); only documents
+whose statistics cannot rule out repeated n-grams have their word list built, in Python.
 
 Character ratios (duplicate lines/paragraphs/n-grams) are relative to `len(text)`, n-gram lengths count word
 characters only (as datatrove does), so the published thresholds keep their meaning.
@@ -24,16 +23,16 @@ on documents that passed everything else); QUALITY_REASONS lists every reason it
 
 from __future__ import annotations
 
-import functools
 import re
 from collections import Counter
-from itertools import compress, repeat
-from operator import itemgetter, mul
+from itertools import repeat
+from operator import itemgetter
 from typing import Annotated, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, create_model, field_validator
 
 from .langid import EU_LANGUAGES
+from .wordstats import WordStats, repeated_mask, runs_of, split_words, word_stats
 
 TOP_NGRAM_SIZES = (2, 3, 4)
 DUP_NGRAM_SIZES = (5, 6, 7, 8, 9, 10)
@@ -45,15 +44,6 @@ QUALITY_REASONS: tuple[str, ...] = (
 )  # fmt: skip
 """Every reason `check_quality` can return, in check order (statistics keep a row per reason)."""
 
-# A word: a run of letters/digits/underscores, joined by inner apostrophes or hyphens.
-_WORD = re.compile(r"\w+(?:['’\-]\w+)*")
-# Punctuation stripped from the ends of a whitespace token before asking whether the rest is one plain word.
-# Only characters that are neither word characters nor whitespace may be here (checked below): then a token
-# "<these>*<word characters>+<these>*" contains exactly one match of _WORD, its middle part. Apostrophes
-# are included: at the ends of a token they do not join anything. The most frequent ones only (str.strip
-# pays for every character listed); tokens with other punctuation take the regex path, same result.
-_EDGE_PUNCT = ".,:;!?\"'’“”„«»()"
-assert not any(c.isalnum() or c == "_" or c.isspace() for c in _EDGE_PUNCT)
 _PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n\s*")
 _BULLETS = ("•", "‣", "⁃", "◦", "▪", "▫", "●", "○", "■", "□", "◆", "►", "▶", "➢", "✓", "✔", "-", "–", "—", "*", "·")
 _ELLIPSES = ("...", "…")
@@ -168,29 +158,6 @@ class QualityConfig(QualityThresholds):
         return resolved
 
 
-def split_words(text: str, tokens: list[str] | None = None) -> list[str]:
-    """The words of `text`, exactly `_WORD.findall(text)`.
-
-    `tokens` may pass `text.split()` when the caller has it; the returned list may then be that same list
-    (changed in place), so the caller must not use it as tokens afterwards.
-
-    How: `_WORD` matches word characters (str.isalnum or "_") and apostrophes/hyphens between them, none of
-    which is whitespace, so its matches in `text` are its matches in each whitespace token, in order. A token
-    that is all alphanumeric is one match; most others are one word with punctuation attached ("end.",
-    "(see"), which `str.strip(_EDGE_PUNCT)` removes; the rest ("l'homme", "1,5", "e.g.", "snake_case", "--")
-    go through the regex. One C-level split, one str.isalnum per token and a short loop over the others,
-    instead of the regex engine stepping through every character (~1.5x faster on ~1 KB documents).
-    """
-    words = text.split() if tokens is None else tokens
-    for i in [i for i, w in enumerate(words) if not w.isalnum()][::-1]:
-        core = words[i].strip(_EDGE_PUNCT)
-        if core.isalnum():
-            words[i] = core
-        else:
-            words[i : i + 1] = _WORD.findall(words[i])
-    return words
-
-
 def _ngrams_at(words: list[str], starts: list[int], n: int) -> list[tuple[str, ...]]:
     """The n-grams of `words` starting at `starts`."""
     return [tuple(words[i : i + n]) for i in starts]
@@ -198,27 +165,16 @@ def _ngrams_at(words: list[str], starts: list[int], n: int) -> list[tuple[str, .
 
 def _repeated_starts(mask: bytes, n: int) -> list[int]:
     """Ascending start positions of the n-grams made only of words that occur more than once (`mask` from
-    `_repeated_mask`): every n-gram that occurs more than once starts at one of them."""
+    `repeated_mask`): every n-gram that occurs more than once starts at one of them."""
     if b"\x01" * n not in mask:
         return []
-    return [i for m in _runs_of(n).finditer(mask) for i in range(m.start(), m.end() - n + 1)]
+    return [i for m in runs_of(n).finditer(mask) for i in range(m.start(), m.end() - n + 1)]
 
 
-_MORE_THAN_ONCE = bytes([0, 0] + [1] * 254)  # bytes.translate table: count -> 1 if count >= 2 else 0
-
-
-def _repeated_mask(words: list[str], counts: Counter) -> bytes:
-    """One byte per word: 1 if the word occurs more than once in the document, else 0."""
-    try:
-        return bytes(map(counts.__getitem__, words)).translate(_MORE_THAN_ONCE)
-    except ValueError:  # a count above 255
-        return bytes(map((1).__lt__, map(counts.__getitem__, words)))
-
-
-@functools.lru_cache(maxsize=16)
-def _runs_of(n: int) -> re.Pattern:
-    """Runs of at least n words occurring more than once, in a `_repeated_mask`."""
-    return re.compile(b"\x01{%d,}" % n)
+def _words_and_mask(text: str) -> tuple[list[str], bytes]:
+    """The words of `text` and their `repeated_mask`."""
+    words = split_words(text)
+    return words, repeated_mask(words, Counter(words))
 
 
 def _duplicate_ngram_chars(words: list[str], starts: list[int], n: int) -> int:
@@ -243,21 +199,24 @@ def _duplicate_ngram_chars(words: list[str], starts: list[int], n: int) -> int:
     return chars
 
 
-def check_quality(text: str, t: QualityThresholds, words: list[str] | None = None) -> str | None:
+def quality_word_stats(text: str, t: QualityThresholds) -> WordStats:
+    """The word statistics `check_quality` decides on (runs counted for the shortest duplicate n-gram filter)."""
+    return word_stats(text, min(t.dup_ngram_char_ratios, default=0))
+
+
+def check_quality(text: str, t: QualityThresholds, stats: WordStats | None = None) -> str | None:
     """The reason of the first failing filter (see QUALITY_REASONS), None when the document passes.
 
     `t` is usually `QualityConfig.for_language(lang)`; a QualityConfig itself also works (global thresholds).
-    `words` may pass `split_words(text)` when the caller has computed it already (it must be exactly that).
+    `stats` may pass `quality_word_stats(text, t)` when the caller has computed it already.
     """
-    if words is None:
-        words = split_words(text)
-    n_words = len(words)
+    s = quality_word_stats(text, t) if stats is None else stats
+    n_words = s.n_words
     if n_words < t.min_words or n_words == 0:
         return "too_few_words"
     if n_words > t.max_words:
         return "too_many_words"
-    word_chars = len("".join(words))
-    avg_len = word_chars / n_words
+    avg_len = s.word_chars / n_words
     if not t.min_avg_word_length <= avg_len <= t.max_avg_word_length:
         return "avg_word_length"
     n_ellipses = text.count("...") + text.count("…")
@@ -271,10 +230,7 @@ def check_quality(text: str, t: QualityThresholds, words: list[str] | None = Non
     # a line ending with an ellipsis needs one in the text
     if n_ellipses and sum(map(str.endswith, lines, repeat(_ELLIPSES))) / n_lines > t.max_ellipsis_lines_ratio:
         return "ellipsis_lines"
-    counts = Counter(words)
-    distinct, occurrences = list(counts), list(counts.values())  # lists: cheaper to go through than the dict
-    # all-digit words, counted over distinct words (fewer than words)
-    if 1.0 - sum(compress(occurrences, map(str.isdigit, distinct))) / n_words < t.min_alpha_words_ratio:
+    if 1.0 - s.digit_words / n_words < t.min_alpha_words_ratio:
         return "alpha_words"
 
     n_chars = len(text)
@@ -297,9 +253,16 @@ def check_quality(text: str, t: QualityThresholds, words: list[str] | None = Non
                     return "dup_paragraph_chars"
 
     # Only words occurring at least twice can be part of a repeated n-gram; no such word, no repetition.
-    if len(distinct) == n_words:
+    if s.distinct == n_words:
         return None
-    distinct_lengths = list(map(len, distinct))
+    return _check_repetition(text, t, s)
+
+
+def _check_repetition(text: str, t: QualityThresholds, s: WordStats) -> str | None:
+    """The n-gram filters. Most documents are cleared by the bounds below from their word statistics alone;
+    the others have their word list built (in Python) and their repeated n-grams counted."""
+    n_chars, n_words = len(text), s.n_words
+    words, mask = [], None  # built on first need
 
     # Upper bound for the top n-gram filters: an n-gram occurring c >= 2 times has c <= count(w) for each of
     # its n words w, so c * chars(n-gram) <= n * max(count(w) * len(w)). Typical prose stays below every
@@ -308,15 +271,13 @@ def check_quality(text: str, t: QualityThresholds, words: list[str] | None = Non
     # Where it does not, only n-grams made of repeated words are counted (see `_repeated_starts`): they are
     # all the n-grams that can occur twice, with their counts and in their order of first occurrence, so the
     # most frequent one (first of equal counts) is the one a Counter of all n-grams would name.
-    mask = None
-    max_word_mass = max(map(mul, occurrences, distinct_lengths))
     for n, max_ratio in t.top_ngram_char_ratios.items():
         if n_words < n:
             break
-        if n * max_word_mass <= max_ratio * n_chars:
+        if n * s.max_word_mass <= max_ratio * n_chars:
             continue
         if mask is None:
-            mask = _repeated_mask(words, counts)
+            words, mask = _words_and_mask(text)
         grams = Counter(_ngrams_at(words, _repeated_starts(mask, n), n))
         if not grams:
             break  # no n-gram repeats, so no longer one does either
@@ -331,19 +292,17 @@ def check_quality(text: str, t: QualityThresholds, words: list[str] | None = Non
         # The repeats `_duplicate_ngram_chars` counts do not overlap and each of their words occurs earlier
         # too, so they hold at most the characters of all repeated occurrences (word characters minus those
         # of the distinct words), and at most those of the words in runs of at least min(ratios) repeated
-        # words (a repeated n-gram is n consecutive repeated words). When either is within the smallest ratio,
-        # no filter can fire: typical prose. Otherwise only the n-grams inside the runs can repeat, and only
-        # those are built.
-        min_ratio, shortest = min(ratios.values()), min(ratios)
-        if (word_chars - sum(distinct_lengths)) / n_chars > min_ratio:
+        # words (`s.repeated_run_chars`: a repeated n-gram is n consecutive repeated words). When either is
+        # within the smallest ratio, no filter can fire: typical prose. Otherwise only the n-grams inside the
+        # runs can repeat, and only those are built.
+        min_ratio = min(ratios.values())
+        if (s.word_chars - s.distinct_chars) / n_chars > min_ratio and s.repeated_run_chars / n_chars > min_ratio:
             if mask is None:
-                mask = _repeated_mask(words, counts)
-            runs = [m.span() for m in _runs_of(shortest).finditer(mask)] if b"\x01" * shortest in mask else []
-            if runs and sum(sum(map(len, words[a:b])) for a, b in runs) / n_chars > min_ratio:
-                for n, max_ratio in ratios.items():
-                    starts = _repeated_starts(mask, n)
-                    if len(set(_ngrams_at(words, starts, n))) == len(starts):
-                        break  # no repeated n-gram, hence no repeated longer one
-                    if _duplicate_ngram_chars(words, starts, n) / n_chars > max_ratio:
-                        return f"dup_{n}gram"
+                words, mask = _words_and_mask(text)
+            for n, max_ratio in ratios.items():
+                starts = _repeated_starts(mask, n)
+                if len(set(_ngrams_at(words, starts, n))) == len(starts):
+                    break  # no repeated n-gram, hence no repeated longer one
+                if _duplicate_ngram_chars(words, starts, n) / n_chars > max_ratio:
+                    return f"dup_{n}gram"
     return None
