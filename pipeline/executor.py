@@ -175,7 +175,7 @@ def execute_stage(
         results = (mapper or map_units_locally)(ctx, units)
         staging = run_dir.fresh_staging(name)
         outcome = stage.finalize(ctx, {u.id: r for u, r in zip(units, results)}, staging)
-        outputs = describe_outputs(staging, outcome.rows, outcome.tokens)
+        outputs = describe_outputs(staging, outcome.rows, outcome.tokens, outcome.checksums)
         manifest = Manifest(
             stage=name,
             status="complete",

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,16 +77,29 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def describe_outputs(stage_dir: Path, rows: dict[str, int] | None = None, tokens: dict[str, int] | None = None) -> list[OutputFile]:
-    """Checksum every file under the stage folder (except the manifest itself), in a stable order."""
-    rows, tokens = rows or {}, tokens or {}
-    out = []
-    for p in sorted(stage_dir.rglob("*")):
-        if not p.is_file() or p.name == MANIFEST_NAME:
-            continue
-        rel = p.relative_to(stage_dir).as_posix()
-        out.append(OutputFile(rel, sha256_file(p), p.stat().st_size, rows.get(rel), tokens.get(rel)))
-    return out
+def sha256_files(paths: list[Path]) -> list[str]:
+    """sha256 of each file, on a few threads (hashlib and file reads release the GIL): checkpoint shards and
+    Parquet parts are many large files, and one core reads far below a parallel file system's bandwidth."""
+    if len(paths) < 2:
+        return [sha256_file(p) for p in paths]
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+        return list(pool.map(sha256_file, paths))
+
+
+def describe_outputs(stage_dir: Path, rows: dict[str, int] | None = None, tokens: dict[str, int] | None = None,
+                     known: dict[str, str] | None = None) -> list[OutputFile]:
+    """Checksum every file under the stage folder (except the manifest itself), in a stable order.
+
+    `known` (path relative to the folder -> sha256) are checksums the stage computed while writing: the
+    pretrain stage checksums its final checkpoint for its statistics, terabytes at scale, not to be read twice.
+    """
+    rows, tokens, known = rows or {}, tokens or {}, known or {}
+    rels = {p: p.relative_to(stage_dir).as_posix() for p in sorted(stage_dir.rglob("*"))
+            if p.is_file() and p.name != MANIFEST_NAME}
+    todo = [p for p, rel in rels.items() if rel not in known]
+    computed = dict(zip(todo, sha256_files(todo)))
+    return [OutputFile(rel, known.get(rel) or computed[p], p.stat().st_size, rows.get(rel), tokens.get(rel))
+            for p, rel in rels.items()]
 
 
 def digest(obj: Any) -> str:

@@ -58,6 +58,7 @@ class StageOutcome:
     skipped: list[dict[str, Any]] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)  # output path -> rows
     tokens: dict[str, int] = field(default_factory=dict)  # output path -> tokens
+    checksums: dict[str, str] = field(default_factory=dict)  # output path -> sha256 the stage already computed
 
 
 class StageError(RuntimeError):

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 from europa_model.devices import resolve_device
 from pipeline import progress
 from pipeline.config import REPO_ROOT
-from pipeline.manifest import Manifest, digest, sha256_file
+from pipeline.manifest import Manifest, digest, sha256_files
 from pipeline.stage import StageContext, StageError, StageOutcome, Unit
 from stages.pretrain import job as jobdir
 from stages.pretrain.config import PretrainConfig
@@ -173,7 +173,9 @@ class PretrainStage:
         t, c = statistics["training"], statistics["compute"]
         summary = {"steps": t["steps"], "tokens": t["tokens_seen"], "final loss": round(t["final_loss"], 4),
                    "checkpoints": len(jobdir.complete_checkpoints(out_dir)), "FLOPs": f"{c['flops_analytic']:.2e}"}
-        return StageOutcome(statistics=statistics, summary=summary)
+        ckpt = statistics["checkpoint"]  # its files are checksummed there already: no second read
+        checksums = {f["path"]: f["sha256"] for f in ckpt["files"]}
+        return StageOutcome(statistics=statistics, summary=summary, checksums=checksums)
 
     def summary_markdown(self, manifest: Manifest) -> str:
         s = manifest.statistics
@@ -217,8 +219,9 @@ def training_statistics(settings: PretrainConfig, folder: Path) -> dict[str, Any
     mfu = sum(per_token["total"] * r["tokens_per_s_per_device"] / peak for r in steady) / len(steady)
     flops_analytic = per_token["total"] * tokens
     flops_hardware = device_seconds * peak * mfu
-    files = [{"path": p_.relative_to(folder).as_posix(), "sha256": sha256_file(p_), "bytes": p_.stat().st_size}
-             for p_ in sorted(final.path.rglob("*")) if p_.is_file()]
+    ckpt_files = [p_ for p_ in sorted(final.path.rglob("*")) if p_.is_file()]
+    files = [{"path": p_.relative_to(folder).as_posix(), "sha256": sha, "bytes": p_.stat().st_size}
+             for p_, sha in zip(ckpt_files, sha256_files(ckpt_files))]
     planned_tokens = settings.steps * global_batch * settings.seq_len
     return {
         "model": {

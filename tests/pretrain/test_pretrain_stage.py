@@ -36,8 +36,10 @@ def test_trains_checkpoints_and_records(trained):
     # two checkpoints (interval 3), complete DCP folders with the full training state
     assert [c.name for c in jobdir.complete_checkpoints(out)] == ["step-3", "step-6"]
     assert s["checkpoint"]["path"] == "checkpoints/step-6"
+    outputs = {o["path"]: o["sha256"] for o in m["outputs"]}
     for f in s["checkpoint"]["files"]:
-        assert sha256_file(out / f["path"]) == f["sha256"]
+        assert sha256_file(out / f["path"]) == f["sha256"] == outputs[f["path"]]  # outputs reuse these
+    assert any(p.startswith("checkpoints/step-3/") for p in outputs)  # earlier checkpoints are listed too
     # every step logged with the figures the manifest is built from; the model learned something
     rows = jobdir.metrics(out)
     assert [r["step"] for r in rows] == [1, 2, 3, 4, 5, 6]
