@@ -97,8 +97,9 @@ static int scan(int kind, const void *data, Py_ssize_t n, Py_ssize_t run_length,
         Py_ssize_t mask = cap - 1, slot = (Py_ssize_t)(h & (uint64_t)mask), found = -1;
         while (table[slot]) {
             Entry *e = &entries[table[slot] - 1];
+            const char *chars = (const char *)data;
             if (e->hash == h && e->len == len &&
-                memcmp((const char *)data + e->start * kind, (const char *)data + start * kind, (size_t)(len * kind)) == 0) {
+                memcmp(chars + e->start * kind, chars + start * kind, (size_t)(len * kind)) == 0) {
                 found = table[slot] - 1;
                 break;
             }
