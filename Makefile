@@ -41,9 +41,11 @@ $(UDHR):
 bench: $(STAMP)
 	$(PY) bench/summary.py
 
-# docs/configuration.md is generated from the config models (a test fails when it is out of date).
+# docs/configuration.md and docs/records.md are generated from the config and record models (tests fail when
+# either is out of date).
 docs: $(STAMP)
 	$(PY) -m pipeline.config_reference
+	$(PY) -m pipeline.records_reference
 
 clean:
 	rm -rf $(VENV) .cache runs

@@ -52,7 +52,8 @@ def main() -> int:
     import pyarrow.parquet as pq
     import sentencepiece as spm
 
-    from stages.shards.reader import MixtureStream, PackedSequences, open_shards
+    from europa_model.data.packing import PackedSequences
+    from europa_model.data.streams import MixtureStream, open_shards
     from stages.tokenizer.config import TokenizerConfig
     from stages.tokenizer.train import train_sentencepiece
 

@@ -1,6 +1,9 @@
-"""The torchtitan side of the pipeline: the EUROPA MoE flavors (flavors.py), the CPU adaptations torchtitan
-0.3.0 needs to import here (cpu_compat.py) and the dataloader over our shards (dataloader.py).
+"""The model side of the pipeline, as torchtitan components: the EUROPA MoE flavors (flavors.py, a ModelSpec),
+parallelization (parallelize.py), DistMuon placements (optimizers.py), metrics, FLOPs per token, the shard
+format and the dataloader over it (data/), DCP checkpoint folders (checkpoints.py), and the CPU adaptations
+torchtitan 0.3.0 needs (cpu_compat.py, train_compat.py).
 
-Heavy: imports torch and torchtitan. Nothing in pipeline/ or the data stages imports this package. Training
-(the pretrain stage) is not built yet.
+It imports nothing from stages/ (tests/test_architecture.py): the pretrain stage configures these parts,
+evaluation reads checkpoints with them, and the shards stage writes the format data/format.py reads. Modules
+that import torch or torchtitan do so themselves; checkpoints.py and data/format.py stay light.
 """

@@ -56,6 +56,14 @@ class JsonlLogger(BaseLogger):
         self.file.close()
 
 
+class TrainingDiverged(RuntimeError):
+    """The loss left its bounds: the job stops, and says at which step and why (stages/pretrain/failure.py)."""
+
+    def __init__(self, step: int, detail: str):
+        super().__init__(f"Loss exploded ({detail}) at step {step}. Stopping training.")
+        self.step, self.detail = step, detail
+
+
 class EuropaMetricsProcessor(MetricsProcessor):
     @dataclass(kw_only=True, slots=True)
     class Config(MetricsProcessor.Config):
@@ -85,5 +93,4 @@ class EuropaMetricsProcessor(MetricsProcessor):
     def log(self, step: int, global_avg_loss: float, global_max_loss: float, grad_norm: float, extra_metrics=None):
         super().log(step, global_avg_loss, global_max_loss, grad_norm, extra_metrics=extra_metrics)
         if self.config.max_loss is not None and global_avg_loss > self.config.max_loss:
-            raise RuntimeError(f"Loss exploded (global_avg_loss={global_avg_loss:.4g} > max_loss "
-                               f"{self.config.max_loss:.4g}) at step {step}. Stopping training.")
+            raise TrainingDiverged(step, f"global_avg_loss={global_avg_loss:.4g} > max_loss {self.config.max_loss:.4g}")

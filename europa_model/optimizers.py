@@ -21,13 +21,13 @@ from torchtitan.components.optimizer.optimizer import ParamGroupConfig
 from torchtitan.distributed.flex_shard import BlockShard, BucketConfig, ComputeLayout, Owned
 from torchtitan.distributed.parallel_dims import MeshAxisName
 
-from stages.pretrain.config import OptimizerConfig
-
 EXPERT_PROJECTIONS = ("w1_EFD", "w2_EDF", "w3_EFD")
 FSDP_AXIS = MeshAxisName.FSDP.value  # partial_dtensor's name for the FSDP axis
 
 
-def dist_muon_optimizer(model_config, o: OptimizerConfig) -> OptimizersContainer.Config:
+def dist_muon_optimizer(model_config, *, lr: float, weight_decay: float, betas: tuple[float, float], eps: float,
+                        momentum: float, ns_steps: int) -> OptimizersContainer.Config:
+    """The optimizer config: DistMuon (FlexShard placements) for the hidden matrices, AdamW for the rest."""
     layers = list(model_config.layers)
     attention = layers[0].attention
     owned = ComputeLayout(shardings_by_mesh_axis={FSDP_AXIS: Owned()})
@@ -64,10 +64,10 @@ def dist_muon_optimizer(model_config, o: OptimizerConfig) -> OptimizersContainer
         implementation="foreach",
         param_groups=[
             ParamGroupConfig(pattern=muon_pattern, optimizer_name="DistMuon", optimizer_kwargs={
-                "lr": o.lr, "weight_decay": o.weight_decay, "momentum": o.muon_momentum, "ns_steps": o.muon_ns_steps,
+                "lr": lr, "weight_decay": weight_decay, "momentum": momentum, "ns_steps": ns_steps,
                 "foreach": False, "adjust_lr_fn": "match_rms_adamw"}),
             ParamGroupConfig(pattern=r".*", optimizer_name="AdamW", optimizer_kwargs={
-                "lr": o.lr, "betas": (o.beta1, o.beta2), "eps": o.eps, "weight_decay": o.weight_decay}),
+                "lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay}),
         ],
         optimizer_factory_kwargs_by_name={"DistMuon": {"bucket_configs": buckets,
                                                        "compute_sharding_by_fqn": {k: v for d in per_layer for k, v in d.items()}}},

@@ -22,7 +22,7 @@ from pipeline.runconfig import load_run_config
 
 @flow(name="europa-evaluate", flow_run_name="evaluate {run_dir}", log_prints=True)
 def evaluate_new_checkpoints(run_dir: str, checkpoint: str | None = None) -> dict[str, Any]:
-    from stages.evaluate.results import EvalLocked
+    from pipeline.rundir import StoreLocked
     from stages.evaluate.runner import evaluate_run
 
     logger = get_run_logger()
@@ -30,7 +30,7 @@ def evaluate_new_checkpoints(run_dir: str, checkpoint: str | None = None) -> dic
     config = load_run_config(rd)
     try:
         outcome = evaluate_run(rd, config, which=checkpoint)
-    except EvalLocked as e:  # another evaluation holds the results folder: this round has nothing to do
+    except StoreLocked as e:  # another evaluation holds the results folder: this round has nothing to do
         logger.info("%s", e)
         return {"evaluated": [], "skipped": [], "flagged": [], "message": str(e)}
     logger.info("%s: %s", rd.path, outcome.message)

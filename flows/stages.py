@@ -29,7 +29,7 @@ from pipeline.runconfig import load_run_config
 from pipeline.stage import StageContext, Unit
 
 
-@task(name="stage-unit", task_run_name="{ctx.stage}:{unit.id}", cache_policy=NO_CACHE, log_prints=True)
+@task(name="stage-unit", task_run_name="{ctx.stage}:{unit.step}:{unit.id}", cache_policy=NO_CACHE, log_prints=True)
 def unit_task(ctx: StageContext, unit: Unit) -> dict[str, Any]:
     return execute_unit(ctx, unit)
 
@@ -117,6 +117,11 @@ def _run_stage(run_dir: str, force: bool = False) -> dict[str, Any]:
 
 
 STAGE_FLOWS = {name: flow(name=name, flow_run_name=f"{name}", log_prints=True)(_run_stage) for name in STAGE_NAMES}
+
+
+def run_stages(run_dir: RunDir, config: PipelineConfig, stages: list[str], forced: list[str]) -> list[dict[str, Any]]:
+    """The Prefect engine (pipeline/registry.py ENGINES): the parent flow over the stages' flows."""
+    return pipeline_flow(str(run_dir.path), stages, forced)
 
 
 @flow(name="europa-pipeline", log_prints=True)

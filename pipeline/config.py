@@ -15,13 +15,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from pipeline.errors import UsageError
 from pipeline.languages import EU_LANGUAGE_CODES
+from pipeline.registry import STAGE_NAMES, stage_config_model
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "demo.toml"
 
 
-class ConfigError(ValueError):
+class ConfigError(UsageError):
     """A configuration problem, already phrased for the user (file, key, what is allowed)."""
 
 
@@ -140,8 +142,6 @@ def _format_validation_error(err: ValidationError, section: str, where: str) -> 
 
 def load_config(path: Path | str | None = None, *, data: dict[str, Any] | None = None) -> PipelineConfig:
     """Read and validate a config file (or an already-parsed dict, e.g. a run's run.toml)."""
-    from pipeline.registry import STAGE_NAMES, stage_config_model
-
     where = str(path) if path is not None else "<config>"
     if data is None:
         path = Path(path) if path is not None else DEFAULT_CONFIG
@@ -172,13 +172,6 @@ def load_config(path: Path | str | None = None, *, data: dict[str, Any] | None =
     stages: dict[str, BaseModel] = {}
     for name in STAGE_NAMES:
         model = stage_config_model(name)
-        if model is None:
-            if name in data:
-                raise ConfigError(
-                    f"{where}: [{name}]: the {name} stage is not implemented yet, so its settings cannot be "
-                    f"checked; remove the section"
-                )
-            continue
         try:
             section = model.model_validate(data.get(name, {}), context={"base_dir": base, "run": core["run"]})
         except ValidationError as e:

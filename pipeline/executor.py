@@ -1,4 +1,4 @@
-"""Runs one stage against a run directory: decide freshness, run the units, finalize, publish the manifest.
+"""Runs one stage against a run directory: decide freshness, run its steps of units (or its one `run`), publish.
 
 The orchestration engine (Prefect flows, or the in-process loop here) only chooses *how units are mapped*;
 everything that decides *what* runs and what counts as done lives here, so every engine behaves the same.
@@ -15,17 +15,19 @@ import shutil
 import subprocess
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
-from pathlib import Path
 from typing import Any, Callable
 
 from pipeline import progress
 from pipeline.config import REPO_ROOT, PipelineConfig
+from pipeline.errors import EuropaError
+from pipeline.fsutil import atomic_dir, atomic_write_text
 from pipeline.manifest import Manifest, describe_outputs, digest, output_digest
-from pipeline.registry import DEPENDS_ON, STAGE_NAMES, get_stage, is_implemented
-from pipeline.rundir import RunDir, atomic_write_text, utc_now
-from pipeline.stage import Stage, StageContext, StageError, Unit
+from pipeline.records import load_record
+from pipeline.registry import DEPENDS_ON, STAGE_NAMES, get_stage
+from pipeline.rundir import RunDir, utc_now
+from pipeline.stage import StageContext, StageError, StageOutcome, StepResults, Unit, UnitStage
 
 UNIT_RESULT = "result.json"  # written last into a unit folder: its completion marker
 
@@ -36,12 +38,12 @@ UnitMapper = Callable[[StageContext, list[Unit]], list[dict[str, Any]]]
 @dataclass
 class StageStatus:
     name: str
-    state: str  # fresh | stale | missing | failed | running | interrupted | submitted | not implemented
+    state: str  # fresh | stale | missing | failed | running | interrupted | submitted
     reason: str
     manifest: Manifest | None
 
 
-def _fingerprint_inputs(stage: Stage, ctx: StageContext) -> dict[str, Any]:
+def _fingerprint_inputs(stage: Any, ctx: StageContext) -> dict[str, Any]:
     return {
         "stage": ctx.stage,
         "run": ctx.config.run.model_dump(mode="json"),
@@ -52,8 +54,10 @@ def _fingerprint_inputs(stage: Stage, ctx: StageContext) -> dict[str, Any]:
     }
 
 
-def build_context(run_dir: RunDir, config: PipelineConfig, name: str, *, require_fresh_upstream: bool = True) -> StageContext:
-    """The context for running `name` now; refuses when an upstream stage is missing or out of date."""
+def build_context(run_dir: RunDir, config: PipelineConfig, name: str, *, require_fresh_upstream: bool = True,
+                  load_records: bool = True) -> StageContext:
+    """The context for running `name` now; refuses when an upstream stage is missing or out of date, and when
+    an upstream record does not match its model (`load_records`)."""
     upstream: dict[str, Manifest] = {}
     for dep in DEPENDS_ON[name]:
         manifest = run_dir.manifest(dep)
@@ -70,8 +74,9 @@ def build_context(run_dir: RunDir, config: PipelineConfig, name: str, *, require
                     f"stage {name}: upstream stage {st.name} is {st.state} ({st.reason}); "
                     f"run `europa run --run-dir {run_dir.path} --to {name}` to bring everything up to date"
                 )
+    records = {dep: load_record(run_dir, dep, m, name) for dep, m in upstream.items()} if load_records else {}
     stage = get_stage(name)
-    ctx = StageContext(run_dir, config, name, "", upstream)
+    ctx = StageContext(run_dir, config, name, "", upstream, records)
     ctx.fingerprint = digest(_fingerprint_inputs(stage, ctx))
     return ctx
 
@@ -81,29 +86,24 @@ def statuses(run_dir: RunDir, config: PipelineConfig, upto: tuple[str, ...] | No
     out: dict[str, StageStatus] = {}
     for name in STAGE_NAMES:
         manifest = run_dir.manifest(name)
-        state = run_dir.read_state(name)
-        if not is_implemented(name):
-            out[name] = StageStatus(name, "not implemented", "not built yet", manifest)
-            continue
+        attempt = run_dir.live_attempt(name)
         bad_up = [d for d in DEPENDS_ON[name] if out[d].state != "fresh"]
-        attempt_newer = state is not None and (manifest is None or state.get("at", "") > manifest.finished_at)
-        if attempt_newer and state.get("status") == "failed":
-            out[name] = StageStatus(name, "failed", (state.get("error") or "").splitlines()[0][:200], manifest)
-        elif attempt_newer and state.get("status") == "running":
+        if attempt is not None and attempt.status == "failed":
+            out[name] = StageStatus(name, "failed", attempt.detail.splitlines()[0][:200] if attempt.detail else "", manifest)
+        elif attempt is not None and attempt.status == "running":
             running = run_dir.is_locked()
             out[name] = StageStatus(
                 name, "running" if running else "interrupted",
                 "in progress" if running else "stopped before finishing; a rerun resumes its finished units", manifest,
             )
-        elif attempt_newer and state.get("status") == "submitted":
-            out[name] = StageStatus(name, "submitted", f"Slurm job {state.get('job_id')}; `europa stage {name}` "
-                                    "follows it and publishes the result", manifest)
+        elif attempt is not None and attempt.status == "submitted":
+            out[name] = StageStatus(name, "submitted", attempt.detail, manifest)
         elif manifest is None:
             out[name] = StageStatus(name, "missing", "never run", None)
         elif bad_up:
             out[name] = StageStatus(name, "stale", f"upstream {bad_up[0]} is {out[bad_up[0]].state}", manifest)
         else:
-            ctx = build_context(run_dir, config, name, require_fresh_upstream=False)
+            ctx = build_context(run_dir, config, name, require_fresh_upstream=False, load_records=False)
             if ctx.fingerprint != manifest.fingerprint:
                 out[name] = StageStatus(name, "stale", _stale_reason(ctx, manifest), manifest)
             else:
@@ -125,22 +125,14 @@ def _stale_reason(ctx: StageContext, manifest: Manifest) -> str:
 
 def execute_unit(ctx: StageContext, unit: Unit) -> dict[str, Any]:
     """Run one unit unless a finished copy exists; the folder appears under its final name only when done."""
-    final = ctx.work_dir / unit.id
+    final = ctx.unit_dir(unit.step, unit.id)
     marker = final / UNIT_RESULT
     if marker.exists():
         return json.loads(marker.read_text())
-    tmp = ctx.work_dir / f".{unit.id}.tmp-{time.time_ns()}"
-    tmp.mkdir(parents=True)
-    try:
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_dir(final) as tmp:  # a second worker that finished the same unit first keeps its identical copy
         result = get_stage(ctx.stage).run_unit(ctx, unit, tmp)
         (tmp / UNIT_RESULT).write_text(json.dumps(result, ensure_ascii=False, sort_keys=True))
-        try:
-            tmp.rename(final)
-        except OSError:  # another worker finished the same unit first; its copy is identical
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return result
 
 
@@ -150,6 +142,17 @@ def map_units_locally(ctx: StageContext, units: list[Unit]) -> list[dict[str, An
         results.append(execute_unit(ctx, unit))
         progress.unit_done(ctx.stage, i + 1, len(units), unit.id)
     return results
+
+
+def run_steps(stage: UnitStage, ctx: StageContext, mapper: UnitMapper) -> StepResults:
+    """Every step of a unit stage in order: plan its units from the earlier steps' results, map them."""
+    done: StepResults = {}
+    for step in stage.steps:
+        units = [replace(u, step=step) for u in sorted(stage.plan(ctx, step, done), key=lambda u: u.id)]
+        progress.stage_started(ctx.stage, len(units), step if len(stage.steps) > 1 else None)
+        results = mapper(ctx, units) if units else []
+        done[step] = {u.id: r for u, r in zip(units, results)}
+    return done
 
 
 def execute_stage(
@@ -166,48 +169,64 @@ def execute_stage(
         return current, False
 
     started, t0 = utc_now(), time.monotonic()
-    run_dir.write_state(name, status="running", at=started, fingerprint=ctx.fingerprint)
+    job_dir = ctx.job_dir if getattr(stage, "long_job", False) else None
+    run_dir.record_attempt(name, "running", ctx.fingerprint, job_dir=job_dir)
     try:
-        if force:  # forced means from scratch, not from the units of an earlier attempt
+        if force:  # forced means from scratch, not from the units (or the job) of an earlier attempt
             shutil.rmtree(ctx.work_dir, ignore_errors=True)
-        units = sorted(stage.plan(ctx), key=lambda u: u.id)
-        progress.stage_started(name, len(units))
-        results = (mapper or map_units_locally)(ctx, units)
-        staging = run_dir.fresh_staging(name)
-        outcome = stage.finalize(ctx, {u.id: r for u, r in zip(units, results)}, staging)
-        outputs = describe_outputs(staging, outcome.rows, outcome.tokens, outcome.checksums)
-        manifest = Manifest(
-            stage=name,
-            status="complete",
-            fingerprint=ctx.fingerprint,
-            output_digest=output_digest(outputs),
-            config=ctx.settings.model_dump(mode="json"),
-            upstream={n: {"fingerprint": m.fingerprint, "output_digest": m.output_digest} for n, m in ctx.upstream.items()},
-            code_version=stage.code_version,
-            package_version=_package_version(),
-            git_commit=_git_commit(),
-            started_at=started,
-            finished_at=utc_now(),
-            duration_s=round(time.monotonic() - t0, 3),
-            outputs=outputs,
-            statistics=outcome.statistics,
-            skipped=outcome.skipped,
-            summary=outcome.summary,
-        )
+        if isinstance(stage, UnitStage):
+            done = run_steps(stage, ctx, mapper or map_units_locally)
+            staging = run_dir.fresh_staging(name)
+            outcome = stage.finalize(ctx, done, staging)
+        else:
+            progress.stage_started(name, None)
+            staging = run_dir.fresh_staging(name)
+            outcome = stage.run(ctx, staging)
+        manifest = _manifest(ctx, stage, outcome, staging, started, t0)
         atomic_write_text(staging / "manifest.json", manifest.to_json())
         run_dir.publish(name)
         run_dir.remove_work(name)
-        run_dir.clear_state(name)
+        run_dir.clear_attempt(name)
         progress.stage_finished(name, manifest)
         return manifest, True
     except BaseException as e:
         shutil.rmtree(run_dir.staging_dir(name), ignore_errors=True)
-        error = str(e) if isinstance(e, (StageError, ValueError, OSError)) else f"{type(e).__name__}: {e}"
-        run_dir.write_state(
-            name, status="failed", at=utc_now(), fingerprint=ctx.fingerprint, error=error,
-            traceback=traceback.format_exc(limit=20),
-        )
+        error = str(e) if isinstance(e, (EuropaError, OSError)) else f"{type(e).__name__}: {e}"
+        run_dir.record_attempt(name, "failed", ctx.fingerprint, job_dir=job_dir, error=error,
+                               traceback=traceback.format_exc(limit=20))
         raise
+
+
+def _manifest(ctx: StageContext, stage: Any, outcome: StageOutcome, staging, started: str, t0: float) -> Manifest:
+    outputs = describe_outputs(staging, outcome.rows, outcome.tokens, outcome.checksums)
+    return Manifest(
+        stage=ctx.stage,
+        status="complete",
+        fingerprint=ctx.fingerprint,
+        output_digest=output_digest(outputs),
+        config=ctx.settings.model_dump(mode="json"),
+        upstream={n: {"fingerprint": m.fingerprint, "output_digest": m.output_digest} for n, m in ctx.upstream.items()},
+        code_version=stage.code_version,
+        package_version=_package_version(),
+        git_commit=_git_commit(),
+        started_at=started,
+        finished_at=utc_now(),
+        duration_s=round(time.monotonic() - t0, 3),
+        outputs=outputs,
+        # the record as the producer filled it: optional fields it left out stay out (the contract is the model)
+        statistics=outcome.statistics.model_dump(mode="json", exclude_unset=True),
+        skipped=outcome.skipped,
+        summary=outcome.summary,
+    )
+
+
+def run_stages(run_dir: RunDir, config: PipelineConfig, stages: list[str], forced: list[str]) -> list[dict[str, Any]]:
+    """The local engine: the stages in order in this process, units one after another (no Prefect)."""
+    results = []
+    for name in stages:
+        manifest, ran = execute_stage(run_dir, config, name, force=name in forced)
+        results.append({"stage": name, "ran": ran, "summary": manifest.summary})
+    return results
 
 
 def _package_version() -> str:

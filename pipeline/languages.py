@@ -54,6 +54,16 @@ LANGUAGES: dict[str, Language] = {
 EU_LANGUAGE_CODES: tuple[str, ...] = tuple(LANGUAGES)
 
 
+# Placeholders a path, file pattern or dataset config may use for "this language" (see expand_template).
+PLACEHOLDERS: tuple[str, ...] = ("lang", "iso3", "flores", "udhr")
+
+
+def expand_template(template: str, code: str) -> str:
+    """A path or name pattern for one language: {lang} -> de, {iso3} -> deu, {flores} -> deu_Latn, {udhr} -> deu_1996."""
+    lg = language(code)
+    return template.format(lang=lg.code, iso3=lg.iso3, flores=lg.flores, udhr=lg.udhr)
+
+
 def language(code: str) -> Language:
     """The language for an ISO 639-1 code; a clear error listing the allowed codes otherwise."""
     try:

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.fsutil import sha256_files
 from pipeline.secrets import redact
 
 MANIFEST_NAME = "manifest.json"
@@ -67,23 +66,6 @@ def read_manifest(stage_dir: Path) -> Manifest | None:
         return Manifest.from_dict(json.loads(path.read_text(encoding="utf-8")))
     except (json.JSONDecodeError, TypeError) as e:
         raise ValueError(f"{path}: unreadable manifest ({e}); rerun the stage with --force") from None
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
-def sha256_files(paths: list[Path]) -> list[str]:
-    """sha256 of each file, on a few threads (hashlib and file reads release the GIL): checkpoint shards and
-    Parquet parts are many large files, and one core reads far below a parallel file system's bandwidth."""
-    if len(paths) < 2:
-        return [sha256_file(p) for p in paths]
-    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
-        return list(pool.map(sha256_file, paths))
 
 
 def describe_outputs(stage_dir: Path, rows: dict[str, int] | None = None, tokens: dict[str, int] | None = None,

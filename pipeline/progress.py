@@ -27,9 +27,14 @@ def _emit(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
 
-def stage_started(stage: str, units: int) -> None:
+def stage_started(stage: str, units: int | None, step: str | None = None) -> None:
+    """A stage (or one step of it) begins; `units` None for a stage that runs as one piece."""
     _started[stage] = time.monotonic()
-    _emit(f"[{stage}] started: {units} unit(s)")
+    _last.pop(stage, None)
+    if units is None:
+        _emit(f"[{stage}] started")
+    else:
+        _emit(f"[{stage}] {'step ' + step + ' ' if step else ''}started: {units} unit(s)")
 
 
 def unit_done(stage: str, done: int, total: int, unit_id: str) -> None:

@@ -1,19 +1,21 @@
-"""Which stages exist, in which order, what each consumes, and where its code lives.
+"""Which stages exist, in which order, what each consumes, and where each one's parts live.
 
-Stage modules are imported by name only when needed, so `europa --help` and `europa status` never pay for
-torch or Prefect. A stage that is not built yet has no entry in `_IMPLEMENTATIONS`: the CLI reports it as
-not implemented instead of pretending.
+The core names the stages' modules by string and imports them only when needed (the way torchtitan finds a
+model through its ModelSpec registry), so `europa --help` and `europa status` never pay for torch or Prefect
+and no module of pipeline/ imports a stage. A stage package provides:
+    stage.py     the stage (pipeline.stage.UnitStage or RunStage)
+    config.py    its `[<stage>]` settings model
+    record.py    the typed statistics its manifest carries (pipeline.records.Record)
+    commands.py  optional: its own `europa` subcommands and `europa stage <name>` options
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Any
 
-if TYPE_CHECKING:
-    from pydantic import BaseModel
-
-    from pipeline.stage import Stage
+from pipeline.errors import UsageError
 
 STAGE_NAMES: tuple[str, ...] = ("ingest", "tokenizer", "shards", "pretrain", "evaluate", "compliance")
 
@@ -26,53 +28,73 @@ DEPENDS_ON: dict[str, tuple[str, ...]] = {
     "compliance": ("ingest", "tokenizer", "shards", "pretrain", "evaluate"),
 }
 
-# stage -> ("module:StageClass", "module:ConfigModel")
-_IMPLEMENTATIONS: dict[str, tuple[str, str]] = {
-    "ingest": ("stages.ingest.stage:IngestStage", "stages.ingest.config:IngestConfig"),
-    "tokenizer": ("stages.tokenizer.stage:TokenizerStage", "stages.tokenizer.config:TokenizerConfig"),
-    "shards": ("stages.shards.stage:ShardsStage", "stages.shards.config:ShardsConfig"),
-    "compliance": ("stages.compliance.stage:ComplianceStage", "stages.compliance.config:ComplianceConfig"),
-    "pretrain": ("stages.pretrain.stage:PretrainStage", "stages.pretrain.config:PretrainConfig"),
-    "evaluate": ("stages.evaluate.stage:EvaluateStage", "stages.evaluate.config:EvaluateConfig"),
+
+@dataclass(frozen=True)
+class StageParts:
+    stage: str  # "module:Class" of the stage
+    config: str  # "module:Class" of its settings model
+    record: str  # "module:Class" of its record model
+    commands: str | None = None  # module with add_commands / add_stage_options / stage_overrides
+
+
+_PARTS: dict[str, StageParts] = {
+    "ingest": StageParts("stages.ingest.stage:IngestStage", "stages.ingest.config:IngestConfig",
+                         "stages.ingest.record:IngestRecord"),
+    "tokenizer": StageParts("stages.tokenizer.stage:TokenizerStage", "stages.tokenizer.config:TokenizerConfig",
+                            "stages.tokenizer.record:TokenizerRecord"),
+    "shards": StageParts("stages.shards.stage:ShardsStage", "stages.shards.config:ShardsConfig",
+                         "stages.shards.record:ShardsRecord"),
+    "pretrain": StageParts("stages.pretrain.stage:PretrainStage", "stages.pretrain.config:PretrainConfig",
+                           "stages.pretrain.record:PretrainRecord", "stages.pretrain.commands"),
+    "evaluate": StageParts("stages.evaluate.stage:EvaluateStage", "stages.evaluate.config:EvaluateConfig",
+                           "stages.evaluate.record:EvaluateRecord", "stages.evaluate.commands"),
+    "compliance": StageParts("stages.compliance.stage:ComplianceStage", "stages.compliance.config:ComplianceConfig",
+                             "stages.compliance.record:ComplianceRecord", "stages.compliance.commands"),
 }
 
-# Where the work on a missing stage is tracked, so "not implemented" points somewhere useful.
-_TRACKING_ISSUE = {"tokenizer": 3, "shards": 4, "pretrain": 5, "evaluate": 6, "compliance": 7}
+# Commands that belong to no stage but to the orchestration layer (e.g. `europa eval-schedule`).
+ORCHESTRATION_COMMANDS: tuple[str, ...] = ("flows.commands",)
+
+# How a pipeline run maps units onto workers: "engine" in [orchestration]. Each is `run(run_dir, stages, forced)`.
+ENGINES: dict[str, str] = {
+    "local": "pipeline.executor:run_stages",  # in this process, no Prefect (debugging)
+    "prefect": "flows.stages:run_stages",  # Prefect flows; units as tasks on threads, processes or Dask
+}
 
 
-class StageNotImplemented(RuntimeError):
-    def __init__(self, name: str):
-        super().__init__(
-            f"stage {name}: not implemented yet (tracked in issue {_TRACKING_ISSUE.get(name, '?')}); "
-            f"nothing was run for it"
-        )
-        self.stage = name
-
-
-def _load(ref: str):
+def load(ref: str) -> Any:
     module, _, attr = ref.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    obj = importlib.import_module(module)
+    return getattr(obj, attr) if attr else obj
 
 
 def check_stage_name(name: str) -> str:
     if name not in STAGE_NAMES:
-        raise ValueError(f"unknown stage {name!r}; stages are: {', '.join(STAGE_NAMES)}")
+        raise UsageError(f"unknown stage {name!r}; stages are: {', '.join(STAGE_NAMES)}")
     return name
 
 
-def is_implemented(name: str) -> bool:
-    return name in _IMPLEMENTATIONS
+def stage_config_model(name: str) -> type:
+    return load(_PARTS[check_stage_name(name)].config)
 
 
-def stage_config_model(name: str) -> type[BaseModel] | None:
-    return _load(_IMPLEMENTATIONS[name][1]) if name in _IMPLEMENTATIONS else None
+def record_model(name: str) -> type:
+    return load(_PARTS[check_stage_name(name)].record)
 
 
-def get_stage(name: str) -> Stage:
-    check_stage_name(name)
-    if name not in _IMPLEMENTATIONS:
-        raise StageNotImplemented(name)
-    return _load(_IMPLEMENTATIONS[name][0])()
+def get_stage(name: str) -> Any:
+    return load(_PARTS[check_stage_name(name)].stage)()
+
+
+def commands_modules() -> list[Any]:
+    """The stages' command modules in stage order, then the orchestration layer's (each is light: heavy
+    imports happen in its handlers)."""
+    return [load(p.commands) for p in _PARTS.values() if p.commands] + [load(m) for m in ORCHESTRATION_COMMANDS]
+
+
+def stage_commands(name: str) -> Any | None:
+    ref = _PARTS[check_stage_name(name)].commands
+    return load(ref) if ref else None
 
 
 def downstream_of(name: str) -> list[str]:

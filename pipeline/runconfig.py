@@ -11,7 +11,8 @@ import tomllib
 from pathlib import Path
 
 from pipeline.config import DEFAULT_CONFIG, ConfigError, PipelineConfig, dump_toml, load_config
-from pipeline.rundir import RunDir, atomic_write_text
+from pipeline.fsutil import atomic_write_text
+from pipeline.rundir import RunDir
 from pipeline.secrets import redact
 
 

@@ -1,35 +1,62 @@
-"""The run directory: one folder per stage, published atomically, guarded by a lock.
+"""The run directory: one folder per stage, published atomically, guarded by a lock; and the places that are
+not stage folders but that more than one part reads (a long job's folder, the evaluation store).
 
 Layout (see docs/architecture.md):
-    <run>/run.toml                the resolved configuration
-    <run>/<stage>/manifest.json   a published stage (complete, or absent: never half-written)
-    <run>/.work/<stage>/<fp>/     finished units of an unfinished stage run (survive a crash)
-    <run>/.staging/<stage>/       the stage folder being assembled by finalize
-    <run>/.state/<stage>.json     the last attempt's outcome (e.g. failed, with its error)
-    <run>/.lock                   held (flock) by the one process writing this run
+    <run>/run.toml                  the resolved configuration
+    <run>/<stage>/manifest.json     a published stage (complete, or absent: never half-written)
+    <run>/.work/<stage>/<fp>/       finished units of an unfinished stage run (survive a crash)
+    <run>/.work/<stage>/<fp>/job/   the folder of a long job (training) while it runs: `job_dir`
+    <run>/.staging/<stage>/         the stage folder being assembled
+    <run>/.state/<stage>.json       the last unpublished attempt (running, failed, submitted): `attempt`
+    <run>/eval/                     a results store that grows while training runs: `store_dir("eval")`
+    <run>/.lock                     held (flock) by the one process writing this run
+
+Every path another part of the project needs is a method here, so nobody rebuilds another part's private
+layout (evaluation finds a live training job through `live_attempt`, not by re-deriving a folder name).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
-import json
 import os
 import shutil
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from pipeline import fsutil
 from pipeline.manifest import Manifest, read_manifest
 from pipeline.secrets import redact
 
+# Results stores: folders that are appended to under their own lock instead of being published whole.
+STORES = {"eval": "evaluation"}  # name -> what holds its lock, for the message when it is taken
 
-class RunDirLocked(RuntimeError):
-    pass
+
+class RunDirLocked(fsutil.Locked):
+    """Another process is writing this run directory."""
+
+
+class StoreLocked(fsutil.Locked):
+    """Another process is adding to this results store."""
 
 
 def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """A stage's last attempt that has not been published: running (or interrupted), failed, or submitted to
+    a scheduler. Read from <run>/.state/<stage>.json; absent once the stage publishes."""
+
+    stage: str
+    status: str  # running | failed | submitted
+    at: str
+    fingerprint: str
+    job_dir: Path | None = None  # the attempt's long-job folder, when the stage runs one
+    detail: str = ""  # the error of a failed attempt ("error" in the file); what was submitted for a submitted one
+    data: dict[str, Any] = field(default_factory=dict)  # everything recorded (e.g. job_id, traceback)
 
 
 class RunDir:
@@ -46,6 +73,26 @@ class RunDir:
     def work_dir(self, stage: str, fingerprint: str) -> Path:
         return self.path / ".work" / stage / fingerprint[:16]
 
+    def job_dir(self, stage: str, fingerprint: str) -> Path:
+        """Where a stage's long job (training: weeks on JUPITER) writes while it runs. It survives crashes and
+        failed attempts (a rerun with the same fingerprint resumes in it) and is readable by others while the
+        stage is unpublished; the stage publishes its content into the stage folder when the job is done."""
+        return self.work_dir(stage, fingerprint) / "job"
+
+    def store_dir(self, name: str) -> Path:
+        if name not in STORES:
+            raise KeyError(f"unknown results store {name!r}; stores: {', '.join(STORES)}")
+        return self.path / name
+
+    @contextmanager
+    def store_lock(self, name: str, what: str) -> Iterator[Path]:
+        """Exclusive lock of one results store, never the run's lock: evaluation adds results while training
+        holds the run for weeks."""
+        root = self.store_dir(name)
+        with fsutil.exclusive_lock(root / ".lock", what, error=StoreLocked,
+                                   busy=f"{root}: {STORES[name]} in progress by {{holder}}; try again when it ends"):
+            yield root
+
     @property
     def config_path(self) -> Path:
         return self.path / "run.toml"
@@ -53,20 +100,40 @@ class RunDir:
     def manifest(self, stage: str) -> Manifest | None:
         return read_manifest(self.stage_dir(stage))
 
-    # --- attempt state (failures are recorded beside, never inside, the published folder) -------------
+    # --- attempts (failures are recorded beside, never inside, the published folder) ------------------
     def _state_path(self, stage: str) -> Path:
         return self.path / ".state" / f"{stage}.json"
 
-    def write_state(self, stage: str, **state: Any) -> None:
+    def record_attempt(self, stage: str, status: str, fingerprint: str, *, job_dir: Path | None = None,
+                       detail: str = "", **data: Any) -> None:
+        import json
+
         path = self._state_path(stage)
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps(redact(state), indent=2, ensure_ascii=False) + "\n")
+        record = {"status": status, "at": utc_now(), "fingerprint": fingerprint,
+                  "job_dir": str(job_dir) if job_dir else None, **({"detail": detail} if detail else {}), **data}
+        fsutil.atomic_write_text(path, json.dumps(redact(record), indent=2, ensure_ascii=False) + "\n")
 
-    def read_state(self, stage: str) -> dict[str, Any] | None:
+    def attempt(self, stage: str) -> Attempt | None:
+        """The stage's recorded attempt, published or not (see live_attempt)."""
+        import json
+
         path = self._state_path(stage)
-        return json.loads(path.read_text()) if path.exists() else None
+        if not path.exists():
+            return None
+        d = json.loads(path.read_text(encoding="utf-8"))
+        return Attempt(stage, d.get("status", ""), d.get("at", ""), d.get("fingerprint", ""),
+                       Path(d["job_dir"]) if d.get("job_dir") else None, d.get("error") or d.get("detail") or "", d)
 
-    def clear_state(self, stage: str) -> None:
+    def live_attempt(self, stage: str) -> Attempt | None:
+        """The attempt that is newer than the published stage (running, interrupted, failed or submitted)."""
+        a = self.attempt(stage)
+        if a is None:
+            return None
+        manifest = self.manifest(stage)
+        return a if manifest is None or a.at > manifest.finished_at else None
+
+    def clear_attempt(self, stage: str) -> None:
         self._state_path(stage).unlink(missing_ok=True)
 
     # --- publishing ---------------------------------------------------------------------------------
@@ -100,42 +167,13 @@ class RunDir:
 
     # --- the lock -----------------------------------------------------------------------------------
     def is_locked(self) -> bool:
-        lock_path = self.path / ".lock"
-        if not lock_path.exists():
-            return False
-        fd = os.open(lock_path, os.O_RDONLY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            return False
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)
+        return fsutil.is_locked(self.path / ".lock")
 
     @contextmanager
     def lock(self, what: str) -> Iterator[None]:
-        """Exclusive writer lock. flock is released by the kernel when the holder dies, so a crash never
-        leaves the run directory locked."""
+        """Exclusive writer lock (released by the kernel when the holder dies, so a crash never leaves the run
+        directory locked)."""
         self.path.mkdir(parents=True, exist_ok=True)
-        lock_path = self.path / ".lock"
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.pread(fd, 512, 0).decode(errors="replace").strip() or "another process"
-                raise RunDirLocked(
-                    f"{self.path}: run directory is in use by {holder}; wait for it to finish "
-                    f"(two writers would corrupt the run)"
-                ) from None
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"pid {os.getpid()} ({what}, since {utc_now()})".encode(), 0)
+        with fsutil.exclusive_lock(self.path / ".lock", what, error=RunDirLocked, busy=f"{self.path}: run directory "
+                                   "is in use by {holder}; wait for it to finish (two writers would corrupt the run)"):
             yield
-        finally:
-            os.close(fd)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

@@ -1,41 +1,54 @@
-"""The Stage protocol: how a stage splits its work so that it can crash, resume and scale out.
+"""The stage contract: what a stage implements, what it may read, what it returns.
 
-A stage is plain Python (no Prefect). `plan` splits the work into coarse units (a language x a batch of
-input files), `run_unit` writes one unit's output into a folder of its own, `finalize` merges the units into
-the stage folder and returns the statistics for the manifest. The executor (pipeline/executor.py) owns
-everything around that: fingerprints, completion markers, staging, publishing, the lock. Because each unit's
-folder is renamed into place only when the unit is done, a rerun after a crash redoes only the units that
-were in flight, and units can run on threads, processes or remote workers without the stage knowing.
+Two shapes, because the stages do two kinds of work:
+- `UnitStage` (ingest, tokenizer, shards): the work splits into coarse units (a language x a batch of files),
+  in one or more *steps*. The executor plans a step's units (from the results of the steps before it), runs
+  them on threads, processes or Dask workers, records each finished unit, and plans the next step; `finalize`
+  merges everything into the stage folder. A unit's folder appears under its final name only when it is done,
+  so a killed run redoes only the units in flight, in whichever step it was.
+- `RunStage` (pretrain, evaluate, compliance): one `run` that writes the stage folder. A stage whose work is a
+  long job (training) runs it in `ctx.job_dir`, which survives failed attempts and which evaluation can read
+  while the job runs.
+Both get a `StageContext` (their settings, the run's settings, the typed records of the stages they consume,
+where to write) and return a `StageOutcome` (their typed record and a few counts); the executor
+(pipeline/executor.py) owns everything around that: fingerprints, freshness, staging, publishing, the lock.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
 from pipeline.config import PipelineConfig
+from pipeline.errors import EuropaError
 from pipeline.manifest import Manifest
 from pipeline.rundir import RunDir
 
 
 @dataclass(frozen=True)
 class Unit:
-    id: str  # stable and filesystem-safe; units are merged in sorted id order
+    id: str  # stable and filesystem-safe; results are handed back in sorted id order
     payload: dict[str, Any] = field(default_factory=dict)  # JSON-able, so a unit can travel to another process
+    step: str = ""  # the step it belongs to; set by the executor
+
+
+# step -> unit id -> the unit's result (what run_unit returned)
+StepResults = dict[str, dict[str, dict[str, Any]]]
 
 
 @dataclass
 class StageContext:
-    """Everything a stage may read: its settings, the run's settings, its inputs' manifests, where to write."""
+    """Everything a stage may read: its settings, the run's settings, its inputs' records, where to write."""
 
     run_dir: RunDir
     config: PipelineConfig
     stage: str
     fingerprint: str
-    upstream: dict[str, Manifest]
+    upstream: dict[str, Manifest]  # the published manifests of the stages it consumes
+    records: dict[str, BaseModel] = field(default_factory=dict)  # their statistics, validated (pipeline/records.py)
 
     @property
     def settings(self) -> BaseModel:
@@ -45,15 +58,30 @@ class StageContext:
     def work_dir(self) -> Path:
         return self.run_dir.work_dir(self.stage, self.fingerprint)
 
+    @property
+    def job_dir(self) -> Path:
+        return self.run_dir.job_dir(self.stage, self.fingerprint)
+
+    def unit_dir(self, step: str, unit_id: str) -> Path:
+        """The folder of a finished unit (its outputs and its result.json)."""
+        return self.work_dir / step / unit_id
+
     def upstream_dir(self, stage: str) -> Path:
         return self.run_dir.stage_dir(stage)
+
+    def record(self, stage: str) -> Any:
+        """The typed statistics of a consumed stage (e.g. `ctx.record("ingest").per_language`)."""
+        try:
+            return self.records[stage]
+        except KeyError:
+            raise KeyError(f"stage {self.stage} does not consume {stage} (pipeline/registry.py DEPENDS_ON)") from None
 
 
 @dataclass
 class StageOutcome:
-    """What finalize reports; the executor adds checksums, times and lineage to make the manifest."""
+    """What a stage reports; the executor adds checksums, times and lineage to make the manifest."""
 
-    statistics: dict[str, Any]
+    statistics: BaseModel  # the stage's record (stages/<stage>/record.py): the contract its consumers read
     summary: dict[str, Any]  # a few key counts shown by `europa status`
     skipped: list[dict[str, Any]] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)  # output path -> rows
@@ -61,21 +89,43 @@ class StageOutcome:
     checksums: dict[str, str] = field(default_factory=dict)  # output path -> sha256 the stage already computed
 
 
-class StageError(RuntimeError):
+class StageError(EuropaError, RuntimeError):
     """A stage failed for a reason the user can fix; the message names the stage, the file and the fix."""
 
+    exit_code = 1
 
-class Stage(Protocol):
+
+@runtime_checkable
+class UnitStage(Protocol):
     name: ClassVar[str]
     code_version: ClassVar[str]  # bump when a code change alters the stage's outputs
+    steps: ClassVar[tuple[str, ...]]  # the steps (waves of units), in order
 
     def input_signature(self, ctx: StageContext) -> Any:
         """Cheap description of external inputs (file sizes and times) that enters the fingerprint."""
 
-    def plan(self, ctx: StageContext) -> list[Unit]: ...
+    def plan(self, ctx: StageContext, step: str, done: StepResults) -> list[Unit]:
+        """The units of `step`, from the settings and the results of the steps before it (deterministic: a
+        resumed run must plan the same units)."""
 
     def run_unit(self, ctx: StageContext, unit: Unit, out_dir: Path) -> dict[str, Any]: ...
 
-    def finalize(self, ctx: StageContext, results: dict[str, dict[str, Any]], out_dir: Path) -> StageOutcome: ...
+    def finalize(self, ctx: StageContext, done: StepResults, out_dir: Path) -> StageOutcome: ...
 
     def summary_markdown(self, manifest: Manifest) -> str: ...
+
+
+@runtime_checkable
+class RunStage(Protocol):
+    name: ClassVar[str]
+    code_version: ClassVar[str]
+
+    def input_signature(self, ctx: StageContext) -> Any: ...
+
+    def run(self, ctx: StageContext, out_dir: Path) -> StageOutcome:
+        """Do the stage's work and write its folder into `out_dir` (published whole by the executor)."""
+
+    def summary_markdown(self, manifest: Manifest) -> str: ...
+
+
+Stage = UnitStage | RunStage

@@ -275,7 +275,7 @@ def test_kill_and_rerun_gives_identical_output(tmp_path, udhr_dir, mode, n):
     killed = subprocess.run([PY, "-c", KILLER, mode, str(n), *args], env=env, capture_output=True, text=True)
     assert killed.returncode == 9, killed.stderr
     assert not (run_dir / "ingest").exists()  # nothing half-published
-    finished = [p for p in (run_dir / ".work" / "ingest").glob("*/*") if (p / "result.json").exists()]
+    finished = [p for p in (run_dir / ".work" / "ingest").glob("*/*/*") if (p / "result.json").exists()]
     assert len(finished) == (n if mode == "unit" else 10)
     assert main(["status", "--run-dir", str(run_dir)]) == 0
     assert run_ingest(cfg, run_dir) == 0

@@ -2,7 +2,8 @@
 
 import hashlib
 
-from pipeline.manifest import MANIFEST_NAME, describe_outputs, sha256_files
+from pipeline.fsutil import sha256_files
+from pipeline.manifest import MANIFEST_NAME, describe_outputs
 
 
 def test_describe_outputs(tmp_path):

@@ -132,8 +132,7 @@ def _systemic(doc: Document, rec: Records, why: str) -> None:
     s2.text(f"Applies because {why}.")
     ev = s2.section("2.1", "Evaluation strategies and results")
     ev.item("evaluation_strategy", "Evaluation strategies, criteria and methodologies", rec.setting("systemic_risk.evaluation_strategy"))
-    ev.item("results", "Results (validation, per language)", rec.fact("evaluate", "statistics.per_language",
-                                                                      lambda d: f"{len(d)} languages evaluated (table below)", kind=dict))
+    ev.item("results", "Results (validation, per language)", rec.evaluate.per_language.fact(lambda d: f"{len(d)} languages evaluated (table below)"))
     ev.add(Table("evaluation", "Validation results per language (latest checkpoint evaluated)",
                  ["language", "validation loss", "bits per byte", "token accuracy"], evaluation_rows(rec), numeric=(1, 2, 3)))
     adv = s2.section("2.2", "Adversarial testing, model adaptations (alignment, fine-tuning)")
@@ -146,12 +145,12 @@ def _systemic(doc: Document, rec: Records, why: str) -> None:
 def evaluation_rows(rec: Records) -> list[list[Fact]]:
     from stages.compliance.facts import constant
 
-    per_lang = rec.raw("evaluate", "statistics.per_language") or {}
+    per_lang = rec.evaluate.per_language
     rows = []
-    for lang in sorted(per_lang):
-        base = f"statistics.per_language.{lang}"
-        rows.append([constant(lang, source=Records.where("evaluate", "statistics.per_language")),
-                     rec.number("evaluate", f"{base}.val_loss", lambda v: f"{v:.4f}"),
-                     rec.number("evaluate", f"{base}.val_bits_per_byte", lambda v: f"{v:.4f}"),
-                     rec.number("evaluate", f"{base}.val_token_accuracy", percent)])
+    for lang in sorted(per_lang.keys()):
+        figures = per_lang[lang]
+        rows.append([constant(lang, source=per_lang.where),
+                     figures["val_loss"].fact(lambda v: f"{v:.4f}"),
+                     figures["val_bits_per_byte"].fact(lambda v: f"{v:.4f}"),
+                     figures["val_token_accuracy"].fact(percent)])
     return rows

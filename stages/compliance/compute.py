@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stages.ai_act import SYSTEMIC_RISK_FLOPS, presumed_systemic_risk
 from stages.compliance.facts import Fact, Records, derive, first_available
 from stages.compliance.numbers import sci, training_time_range, with_sig2
 
-SYSTEMIC_RISK_FLOPS = 1e25
 ACCURACY_BAND = 0.30  # the guidelines' tolerance for a compute estimate
 
 P = "pretrain"
@@ -43,10 +43,10 @@ class ComputeFacts:
 
 
 def compute_facts(rec: Records) -> ComputeFacts:
-    analytic = rec.number(P, "statistics.compute.flops_analytic", flops_text)
-    hardware = rec.number(P, "statistics.compute.flops_hardware", flops_text)
+    analytic = rec.pretrain.compute.flops_analytic.fact(flops_text)
+    hardware = rec.pretrain.compute.flops_hardware.fact(flops_text)
     agreement = first_available(
-        rec.number(P, "statistics.compute.agreement", lambda v: f"{v:.2f} (hardware / analytic)"),
+        rec.pretrain.compute.agreement.fact(lambda v: f"{v:.2f} (hardware / analytic)"),
         derive(lambda h, a: h / a if a else None, hardware, analytic, method="flops_hardware / flops_analytic",
                fmt=lambda v: f"{v:.2f} (hardware / analytic)"),
     )
@@ -58,20 +58,20 @@ def compute_facts(rec: Records) -> ComputeFacts:
         method = ("the larger of the analytic and the hardware estimate" if len(available) == 2
                   else "the only estimate recorded (the other is open)")
         training = Fact(pick.value, flops_text(pick.value), pick.sources, method)
-    projected = rec.number(P, "statistics.projection.planned_flops", flops_text)
+    projected = rec.pretrain.projection.planned_flops.fact(flops_text)
     return ComputeFacts(
         analytic=analytic, hardware=hardware, agreement=agreement,
-        method_analytic=rec.fact(P, "statistics.compute.method_analytic", kind=str),
-        method_hardware=rec.fact(P, "statistics.compute.method_hardware", kind=str),
+        method_analytic=rec.pretrain.compute.method_analytic.fact(),
+        method_hardware=rec.pretrain.compute.method_hardware.fact(),
         training=training, projected=projected,
-        peak_source=rec.fact(P, "statistics.compute.peak_flops_source", kind=str),
-        mfu=rec.number(P, "statistics.compute.mfu", lambda v: f"{v * 100:.1f}%"),
+        peak_source=rec.pretrain.compute.peak_flops_source.fact(),
+        mfu=rec.pretrain.compute.mfu.fact(lambda v: f"{v * 100:.1f}%"),
     )
 
 
 def presumed_systemic(flops: float) -> bool:
     """Art. 51(2): cumulative training compute greater than 1e25 FLOP."""
-    return flops > SYSTEMIC_RISK_FLOPS
+    return presumed_systemic_risk(flops)
 
 
 def threshold_check(flops: Fact, what: str) -> Fact:
@@ -100,8 +100,8 @@ def threshold_check(flops: Fact, what: str) -> Fact:
 
 
 def training_time_facts(rec: Records) -> dict[str, Fact]:
-    wall = rec.number(P, "statistics.training.wall_time_s", lambda s: f"{s:,.0f} s ({s / 86400:.3g} days)")
-    device_hours = rec.number(P, "statistics.training.device_hours", lambda h: f"{h:,.4g} device-hours")
+    wall = rec.pretrain.training.wall_time_s.fact(lambda s: f"{s:,.0f} s ({s / 86400:.3g} days)")
+    device_hours = rec.pretrain.training.device_hours.fact(lambda h: f"{h:,.4g} device-hours")
     return {
         "wall_time": wall,
         "wall_days": derive(lambda s: round(s / 86400, 4), wall, method="wall_time_s / 86,400", fmt=lambda d: f"{d:.3g} days"),
@@ -110,19 +110,19 @@ def training_time_facts(rec: Records) -> dict[str, Fact]:
         "device_hours": device_hours,
         "hardware_days": derive(lambda h: round(h / 24, 4), device_hours, method="device_hours / 24",
                                 fmt=lambda d: f"{d:.3g} device-days"),
-        "device_type": rec.fact(P, "statistics.training.device_type", kind=str),
-        "device_name": rec.fact(P, "statistics.training.device_name", kind=str),
-        "device_count": rec.number(P, "statistics.training.device_count"),
-        "nodes": rec.number(P, "statistics.training.nodes"),
-        "launcher": rec.fact(P, "statistics.training.launcher", kind=str),
-        "steps": rec.number(P, "statistics.training.steps"),
-        "tokens_seen": rec.number(P, "statistics.training.tokens_seen", with_sig2),
+        "device_type": rec.pretrain.training.device_type.fact(),
+        "device_name": rec.pretrain.training.device_name.fact(),
+        "device_count": rec.pretrain.training.device_count.fact(),
+        "nodes": rec.pretrain.training.nodes.fact(),
+        "launcher": rec.pretrain.training.launcher.fact(),
+        "steps": rec.pretrain.training.steps.fact(),
+        "tokens_seen": rec.pretrain.training.tokens_seen.fact(with_sig2),
     }
 
 
 def energy_fact(rec: Records) -> Fact:
     """Energy in MWh = device-hours x watts per device x PUE / 1e6 (two significant figures)."""
-    device_hours = rec.number(P, "statistics.training.device_hours")
+    device_hours = rec.pretrain.training.device_hours.fact()
     watts = rec.setting("energy.watts_per_device")
     pue = rec.setting("energy.pue")
     return derive(lambda h, w, p: h * w * p / 1e6, device_hours, watts, pue,
@@ -133,9 +133,9 @@ def energy_fact(rec: Records) -> Fact:
 def forward_flops_per_token(rec: Records) -> Fact:
     """Inference cost of one token: a forward pass is 1/3 of the 6N training rule (2N of 6N)."""
     per_token = first_available(
-        rec.number(P, "statistics.compute.flops_per_token"),
-        derive(lambda f, t: f / t if t else None, rec.number(P, "statistics.compute.flops_analytic"),
-               rec.number(P, "statistics.training.tokens_seen"), method="flops_analytic / tokens_seen"),
+        rec.pretrain.compute.flops_per_token.fact(),
+        derive(lambda f, t: f / t if t else None, rec.pretrain.compute.flops_analytic.fact(),
+               rec.pretrain.training.tokens_seen.fact(), method="flops_analytic / tokens_seen"),
     )
     return derive(lambda f: f / 3, per_token, method="training FLOPs per token / 3 (forward pass only)",
                   fmt=lambda v: f"{sci(v)} FLOP per token")

@@ -42,7 +42,7 @@ def build(rec: Records) -> Document:
     plan = doc.section("2", "Projected compute of the configured run")
     plan.text("The configured run in full: steps x global batch x sequence length x FLOPs per token, as recorded by the "
               "pretrain stage. A projection above the threshold makes the notification due before the run ends.")
-    plan.item("planned_tokens", "Planned tokens", rec.number("pretrain", "statistics.projection.planned_tokens", with_sig2))
+    plan.item("planned_tokens", "Planned tokens", rec.pretrain.projection.planned_tokens.fact(with_sig2))
     plan.item("projected_flops", "Projected training compute", c.projected)
     plan.item("verdict", "Check", threshold_check(c.projected, "Projected training compute"))
     plan.text("Not counted (as the guidelines say): evaluations, failed experiments, activation recomputation. Counted when "

@@ -31,7 +31,7 @@ def _iso_date(v: Any) -> Any:
     return v
 
 
-class ProviderSettings(StrictModel):
+class ProviderConfig(StrictModel):
     """Public Summary 1.1, Model Documentation Form: general information."""
 
     name: str | None = Field(None, description="Legal name of the provider.")
@@ -43,7 +43,7 @@ class ProviderSettings(StrictModel):
     code_of_practice_signatory: bool | None = Field(None, description="Signatory of the GPAI Code of Practice (Public Summary 3.1).")
 
 
-class ModelSettings(StrictModel):
+class ModelConfig(StrictModel):
     """What the provider says about the released model (Annex XI 1.1, Annex XII 1, the Model Documentation Form)."""
 
     name: str | None = Field(None, description="Model name as released.")
@@ -73,7 +73,7 @@ class ModelSettings(StrictModel):
         return _iso_date(v)
 
 
-class DataSettings(StrictModel):
+class DataConfig(StrictModel):
     """What the records cannot say about the training content."""
 
     source_descriptions: dict[str, str] | None = Field(
@@ -82,7 +82,7 @@ class DataSettings(StrictModel):
         None, description="Measures against illegal content beyond the recorded filters (block lists, classifiers); [] for none.")
 
 
-class CrawlerSettings(StrictModel):
+class CrawlerConfig(StrictModel):
     """Public Summary 2.3 and Copyright policy 1.3: only needed when a source has category "crawled"."""
 
     name: str | None = Field(None, description="Crawler name.")
@@ -95,7 +95,7 @@ class CrawlerSettings(StrictModel):
     info_url: str | None = Field(None, description="Public page describing the crawler and its robots.txt handling.")
 
 
-class CopyrightSettings(StrictModel):
+class CopyrightConfig(StrictModel):
     """Code of Practice, Copyright chapter: the parts of the policy only a person can state."""
 
     policy_url: str | None = Field(None, description="Where the copyright policy is published (Measure 1.1).")
@@ -107,7 +107,7 @@ class CopyrightSettings(StrictModel):
     complaint_contact: str | None = Field(None, description="Contact point and complaint mechanism for rightsholders (Measure 1.5).")
 
 
-class EnergySettings(StrictModel):
+class EnergyConfig(StrictModel):
     """Power assumptions behind the energy estimate: energy = device-hours x watts per device x PUE."""
 
     watts_per_device: float | None = Field(None, gt=0, description="Average electrical power of one device while training (W).")
@@ -115,14 +115,14 @@ class EnergySettings(StrictModel):
     basis: str | None = Field(None, description="Where these figures come from (e.g. the device's TDP, the site's published PUE).")
 
 
-class InferenceSettings(StrictModel):
+class InferenceConfig(StrictModel):
     """The benchmarked task behind the form's inference-compute figure."""
 
     task: str | None = Field(None, description="Name of the benchmarked task.")
     tokens: int | None = Field(None, ge=1, description="Tokens processed for the task (prompt + generated).")
 
 
-class SystemicRiskSettings(StrictModel):
+class SystemicRiskConfig(StrictModel):
     """Annex XI section 2: asked for only when training compute crosses the systemic-risk presumption."""
 
     evaluation_strategy: str | None = Field(None, description="Evaluation strategies, criteria and methodologies (Annex XI 2.1).")
@@ -134,11 +134,11 @@ class SystemicRiskSettings(StrictModel):
 class ComplianceConfig(StrictModel):
     strict: bool = Field(False, description="Fail the stage while any item is open (nothing provides it).")
     summary_version: str | None = Field(None, description="Version of the public summary of training content (its header).")
-    provider: ProviderSettings = Field(default_factory=ProviderSettings)
-    model: ModelSettings = Field(default_factory=ModelSettings)
-    data: DataSettings = Field(default_factory=DataSettings)
-    crawler: CrawlerSettings = Field(default_factory=CrawlerSettings)
-    copyright: CopyrightSettings = Field(default_factory=CopyrightSettings)
-    energy: EnergySettings = Field(default_factory=EnergySettings)
-    inference: InferenceSettings = Field(default_factory=InferenceSettings)
-    systemic_risk: SystemicRiskSettings = Field(default_factory=SystemicRiskSettings)
+    provider: ProviderConfig = Field(default_factory=ProviderConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    data: DataConfig = Field(default_factory=DataConfig)
+    crawler: CrawlerConfig = Field(default_factory=CrawlerConfig)
+    copyright: CopyrightConfig = Field(default_factory=CopyrightConfig)
+    energy: EnergyConfig = Field(default_factory=EnergyConfig)
+    inference: InferenceConfig = Field(default_factory=InferenceConfig)
+    systemic_risk: SystemicRiskConfig = Field(default_factory=SystemicRiskConfig)

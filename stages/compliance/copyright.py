@@ -31,13 +31,13 @@ def build(rec: Records) -> Document:
     tdm = s.section("1.3", "Identifying and complying with reservations of rights (Art. 4(3) Directive (EU) 2019/790)")
     tdm.item("signatory", "Signatory of the GPAI Code of Practice", rec.setting("provider.code_of_practice_signatory"))
     tdm.item("opt_out_removed", "Documents dropped because their domain reserved TDM rights",
-             rec.number("ingest", "statistics.per_filter.tdm_opt_out"))
+             rec.ingest.per_filter["tdm_opt_out"].fact())
     sources = td.sources(rec)
     tdm.add(Table("opt_out", "Per source: opt-out protocols honoured and by whom",
-                  ["source", "protocols honoured", "honoured by", "opted-out domains listed", "notes"], [opt_out_row(src) for src in sources]))
+                  ["source", "protocols honoured", "honoured by", "opted-out domains listed", "notes"], [opt_out_row(rec, src) for src in sources]))
     tdm.add(Table("dropped", "Per source: documents read and documents dropped for a TDM reservation",
                   ["source", "category", "documents read", "dropped (tdm_opt_out)"],
-                  [[constant(src.name, source=Records.where("ingest", "statistics.per_source")), src.fact("category"),
+                  [[constant(src.name, source=rec.ingest.per_source.where), src.fact("category"),
                     src.count("docs_in"), src.count("removed_tdm_opt_out")] for src in sources], numeric=(2, 3)))
     if any(src.category == "crawled" for src in sources):
         tdm.item("crawler_robots", "Crawler: robots.txt (RFC 9309) and other machine-readable protocols",
@@ -45,7 +45,7 @@ def build(rec: Records) -> Document:
         tdm.item("crawler_info", "Crawler: public information", rec.setting("crawler.info_url", why="a source has category 'crawled'"))
     else:
         tdm.item("crawler", "Crawling by the provider", Fact(False, "none: no source has category 'crawled'",
-                                                             (Records.where("ingest", "statistics.per_source.<source>.category"),)))
+                                                             (f"{rec.ingest.per_source.where}.<source>.category",)))
     tdm.text("Opted-out domains are applied at ingest, at every run: a reservation recorded after collection removes the "
              "documents from the next training data.")
 

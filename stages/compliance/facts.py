@@ -6,22 +6,30 @@ manifest field or config key it was read from (its provenance) and how it was de
 provides stays open (value None) and names what would provide it; the renderers print it as open and list it
 in open_items.md instead of inventing a value.
 
-Manifests are read defensively: a stage that is missing, a key that is absent, or a value the secrets filter
-masked ("***", e.g. under keys ending in `_token`) all give an open fact, never an exception.
+The records are the stages' typed records (stages/<stage>/record.py), validated when loaded: a stage that has
+not run, an optional field that is absent, or a value the secrets filter masked ("***") give an open fact; a
+field the code asks for that the record model does not have is an error (Traced), so a rename is never silent.
 """
 
 from __future__ import annotations
 
+import types
+import typing
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+from pydantic import BaseModel
 
 from pipeline.manifest import MANIFEST_NAME, Manifest
+from pipeline.records import load_record
 from pipeline.rundir import RunDir
 from pipeline.secrets import MASK
 from stages.compliance.config import ComplianceConfig
 
+if TYPE_CHECKING:
+    from pipeline.stage import StageContext
+
 RECORD_STAGES: tuple[str, ...] = ("ingest", "tokenizer", "shards", "pretrain", "evaluate")
-Path_ = str | tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -79,75 +87,165 @@ def first_available(*facts: Fact) -> Fact:
     return Fact(None, "open", (), "", tuple(dict.fromkeys(n for f in facts for n in f.needs)))
 
 
+class Traced:
+    """A field of a stage's typed record, with where it was read.
+
+    `rec.pretrain.training.wall_time_s` walks the record the way the code reads it; every attribute is checked
+    against the record model (stages/<stage>/record.py) even when the stage has not run, so a renamed field
+    fails here, loudly, instead of becoming an open item. `.fact(fmt)` turns it into a Fact whose source names
+    the manifest field; `.value` is the typed value for computing with (None when absent).
+    """
+
+    __slots__ = ("_stage", "_type", "_value", "_path", "_found", "_stage_present")
+
+    def __init__(self, stage: str, tp: Any, value: Any, path: tuple[str, ...], found: bool, stage_present: bool):
+        self._stage, self._type, self._value, self._path = stage, tp, value, path
+        self._found, self._stage_present = found, stage_present
+
+    def __getattr__(self, name: str) -> Traced:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        model = _unwrap(self._type)
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            raise AttributeError(f"{self.where} is a {_type_name(self._type)}, not a table with field {name!r}")
+        if name not in model.model_fields:
+            raise AttributeError(f"{model.__name__} (stages/{self._stage}/record.py) has no field {name!r}")
+        value = getattr(self._value, name) if self._found and self._value is not None else None
+        return Traced(self._stage, model.model_fields[name].annotation, value, self._path + (name,),
+                      self._found and self._value is not None, self._stage_present)
+
+    def __getitem__(self, key: str | int) -> Traced:
+        tp = _unwrap(self._type)
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+        if origin not in (dict, list) or not args:
+            raise TypeError(f"{self.where} is a {_type_name(self._type)}: it has no entries to index by {key!r}")
+        value = self._value
+        found = self._found and (key in value if isinstance(value, dict) else
+                                 isinstance(value, list) and isinstance(key, int) and 0 <= key < len(value))
+        return Traced(self._stage, args[-1], value[key] if found else None, self._path + (str(key),), found,
+                      self._stage_present)
+
+    def keys(self) -> list[str]:
+        return list(self._value) if self._found and isinstance(self._value, dict) else []
+
+    def items(self) -> list[tuple[str, Traced]]:
+        return [(k, self[k]) for k in self.keys()]
+
+    @property
+    def value(self) -> Any:
+        return self._value if self._found else None
+
+    @property
+    def where(self) -> str:
+        return f"{self._stage}/{MANIFEST_NAME}: " + ".".join(("statistics",) + self._path)
+
+    def fact(self, fmt: Callable[[Any], str] = show) -> Fact:
+        """The field as a fact; open (naming the field) when the stage did not run, or the field is absent or masked."""
+        if not self._stage_present:
+            return open_fact(f"the {self._stage} stage's record ({self._stage}/{MANIFEST_NAME}): run the {self._stage} stage")
+        if self.value is None:
+            return open_fact(f"{self.where} (absent in the record)")
+        if self.value == MASK:
+            return open_fact(f"{self.where} (masked by the secrets filter (a key name that looks secret) in the record)")
+        value = _plain(self.value)
+        return Fact(value, fmt(value), (self.where,))
+
+
+def _unwrap(tp: Any) -> Any:
+    """X for `X | None`."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        rest = [a for a in typing.get_args(tp) if a is not type(None)]
+        return rest[0] if len(rest) == 1 else tp
+    return tp
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp))
+
+
+def _plain(value: Any) -> Any:
+    """JSON-able: what a Fact carries into provenance.json."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
 @dataclass
 class Records:
-    """The run's manifests and the [compliance] settings, read only through facts."""
+    """The run's typed records and the [compliance] settings, read only through facts."""
 
     run_dir: RunDir
     settings: ComplianceConfig
     manifests: dict[str, Manifest | None] = field(default_factory=dict)
+    records: dict[str, BaseModel | None] = field(default_factory=dict)
 
     @classmethod
     def load(cls, run_dir: RunDir, settings: ComplianceConfig) -> Records:
-        manifests: dict[str, Manifest | None] = {}
-        for stage in RECORD_STAGES:
-            try:
-                manifests[stage] = run_dir.manifest(stage)
-            except ValueError:  # unreadable manifest: treated as absent, so its figures become open items
-                manifests[stage] = None
-        return cls(run_dir, settings, manifests)
+        """From a run directory's published manifests (a stage that has not run is absent; one whose record does
+        not match its model fails, naming the field)."""
+        manifests = {stage: run_dir.manifest(stage) for stage in RECORD_STAGES}
+        records = {stage: load_record(run_dir, stage, m, "compliance") if m is not None else None
+                   for stage, m in manifests.items()}
+        return cls(run_dir, settings, manifests, records)
 
-    # --- manifests ----------------------------------------------------------------------------------
+    @classmethod
+    def from_context(cls, ctx: StageContext) -> Records:
+        """From the stage's context: the upstream manifests and records the executor loaded and validated."""
+        return cls(ctx.run_dir, ctx.settings, {s: ctx.upstream.get(s) for s in RECORD_STAGES},  # type: ignore[arg-type]
+                   {s: ctx.records.get(s) for s in RECORD_STAGES})
+
+    # --- records ------------------------------------------------------------------------------------
     def has(self, stage: str) -> bool:
-        return self.manifests.get(stage) is not None
+        return self.records.get(stage) is not None
 
-    def raw(self, stage: str, path: Path_) -> Any:
-        """The value at a dotted path (or a tuple of keys, for keys with dots such as domains), else None."""
+    def record(self, stage: str) -> Traced:
+        from pipeline.registry import record_model
+
+        value = self.records.get(stage)
+        return Traced(stage, record_model(stage), value, (), value is not None, value is not None)
+
+    @property
+    def ingest(self) -> Traced:
+        return self.record("ingest")
+
+    @property
+    def tokenizer(self) -> Traced:
+        return self.record("tokenizer")
+
+    @property
+    def shards(self) -> Traced:
+        return self.record("shards")
+
+    @property
+    def pretrain(self) -> Traced:
+        return self.record("pretrain")
+
+    @property
+    def evaluate(self) -> Traced:
+        return self.record("evaluate")
+
+    def manifest_field(self, stage: str, key: str, fmt: Callable[[Any], str] = show) -> Fact:
+        """A top-level manifest field (pipeline/manifest.py: e.g. package_version), or a setting the stage ran with
+        (`config.<key>`: the stage's config section as its manifest recorded it)."""
         m = self.manifests.get(stage)
-        if m is None:
-            return None
-        keys = path.split(".") if isinstance(path, str) else list(path)
-        obj: Any = getattr(m, keys[0], None)
-        for k in keys[1:]:
-            if isinstance(obj, dict):
-                obj = obj.get(k)
-            elif isinstance(obj, list) and k.isdigit() and int(k) < len(obj):
-                obj = obj[int(k)]
-            else:
-                return None
-        return None if obj == MASK else obj
-
-    @staticmethod
-    def where(stage: str, path: Path_) -> str:
-        dotted = path if isinstance(path, str) else ".".join(path)
-        return f"{stage}/{MANIFEST_NAME}: {dotted}"
-
-    def fact(self, stage: str, path: Path_, fmt: Callable[[Any], str] = show, *, kind: type | tuple[type, ...] | None = None) -> Fact:
-        """A manifest field as a fact; open (naming the field) when absent, masked or of the wrong type."""
-        where = self.where(stage, path)
-        m = self.manifests.get(stage)
+        where = f"{stage}/{MANIFEST_NAME}: {key}"
         if m is None:
             return open_fact(f"the {stage} stage's record ({stage}/{MANIFEST_NAME}): run the {stage} stage")
-        value = self.raw(stage, path)
-        if value is None:
-            masked = self._masked(stage, path)
-            why = "masked by the secrets filter (a key name that looks secret)" if masked else "absent"
-            return open_fact(f"{where} ({why} in the record)")
-        if kind is not None and (not isinstance(value, kind) or isinstance(value, bool) and bool not in _as_tuple(kind)):
-            return open_fact(f"{where} (has {value!r}, not a {_type_names(kind)})")
+        head, *rest = key.split(".")
+        value: Any = getattr(m, head)  # AttributeError for a field the manifest does not have
+        for k in rest:
+            value = value.get(k) if isinstance(value, dict) else None
+        if value is None or value == MASK:
+            return open_fact(f"{where} (absent in the record)")
         return Fact(value, fmt(value), (where,))
-
-    def number(self, stage: str, path: Path_, fmt: Callable[[Any], str] = show) -> Fact:
-        return self.fact(stage, path, fmt, kind=(int, float))
-
-    def _masked(self, stage: str, path: Path_) -> bool:
-        keys = path.split(".") if isinstance(path, str) else list(path)
-        parent = self.raw(stage, tuple(keys[:-1])) if len(keys) > 1 else None
-        return isinstance(parent, dict) and parent.get(keys[-1]) == MASK
 
     def record_summary(self) -> dict[str, Any]:
         """Which record each document was generated from: enough to find and verify it."""
-        from pipeline.manifest import sha256_file
+        from pipeline.fsutil import sha256_file
 
         out = {}
         for stage, m in self.manifests.items():
@@ -168,7 +266,7 @@ class Records:
         if not dated:
             return open_fact("any stage manifest (run the pipeline first)")
         at, stage = max(dated)
-        return Fact(at[:10], at[:10], (self.where(stage, "finished_at"),), "the newest finished_at of the records")
+        return Fact(at[:10], at[:10], (f"{stage}/{MANIFEST_NAME}: finished_at",), "the newest finished_at of the records")
 
     # --- settings -----------------------------------------------------------------------------------
     def setting(self, key: str, fmt: Callable[[Any], str] = show, *, why: str = "") -> Fact:
@@ -194,11 +292,4 @@ def config_key(key: str) -> str:
     *tables, name = key.split(".")
     return f"[{'.'.join(['compliance', *tables])}] {name}"
 
-
-def _as_tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
-    return kind if isinstance(kind, tuple) else (kind,)
-
-
-def _type_names(kind: type | tuple[type, ...]) -> str:
-    return " or ".join(k.__name__ for k in _as_tuple(kind))
 

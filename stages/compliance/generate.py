@@ -51,8 +51,9 @@ class Bundle:
     files: dict[str, str]  # file name -> text
 
 
-def generate(run_dir: RunDir, settings: ComplianceConfig) -> Bundle:
-    rec = Records.load(run_dir, settings)
+def generate(run_dir: RunDir, settings: ComplianceConfig, rec: Records | None = None) -> Bundle:
+    """The documents of `run_dir` (records read from its manifests unless given, e.g. by the stage)."""
+    rec = rec or Records.load(run_dir, settings)
     docs = [b.build(rec) for b in BUILDERS]
     form_doc = next(d for d in docs if d.id == model_form.DOC_ID)
     form = model_form.to_json(form_doc)

@@ -15,11 +15,11 @@ OBJECTIVE_SOURCE = "pipeline code: the pretrain stage trains with the next-token
 
 
 def total_params(rec: Records) -> Fact:
-    return rec.number(P, "statistics.model.total_params", with_sig2)
+    return rec.pretrain.model.total_params.fact(with_sig2)
 
 
 def active_params(rec: Records) -> Fact:
-    return rec.number(P, "statistics.model.active_params", with_sig2)
+    return rec.pretrain.model.active_params.fact(with_sig2)
 
 
 def size_bin(rec: Records) -> Fact:
@@ -27,17 +27,17 @@ def size_bin(rec: Records) -> Fact:
 
 
 def context_length(rec: Records) -> Fact:
-    return rec.number(P, "statistics.model.context_length", lambda n: f"{n:,} tokens")
+    return rec.pretrain.model.context_length.fact(lambda n: f"{n:,} tokens")
 
 
 def architecture(rec: Records) -> Fact:
-    return rec.fact(P, "statistics.model.architecture", kind=str)
+    return rec.pretrain.model.architecture.fact()
 
 
 def architecture_summary(rec: Records) -> Fact:
     """About 20 words, as the form recommends: the recorded architecture, depth, width and size."""
     keys = ("architecture", "n_layers", "n_dense_layers", "dim", "total_params", "active_params")
-    facts = [rec.fact(P, f"statistics.model.{k}") for k in keys]
+    facts = [getattr(rec.pretrain.model, k).fact() for k in keys]
 
     def text(arch, layers, dense, dim, total, active) -> str:
         return f"{arch}; {layers} layers ({dense} dense), width {dim}; {sci(total)} parameters, {sci(active)} active per token."
@@ -53,15 +53,16 @@ def dimensions_rows(rec: Records) -> list[list[Fact]]:
                        ("total_params", "parameters, total"), ("active_params", "parameters, active per token"),
                        ("active_matmul_params", "parameters in matmuls per token (N of 6N)")):
         fmt = with_sig2 if key.endswith("params") else show
-        rows.append([constant(label, source=Records.where(P, f"statistics.model.{key}")), rec.fact(P, f"statistics.model.{key}", fmt)])
+        field = getattr(rec.pretrain.model, key)
+        rows.append([constant(label, source=field.where), field.fact(fmt)])
     return rows
 
 
 def io_format(rec: Records) -> Fact:
     """Inputs and outputs: text as SentencePiece tokens of the run's tokenizer."""
-    kind = rec.fact("tokenizer", "statistics.model.type", kind=str)
-    vocab = rec.number("tokenizer", "statistics.model.vocab_size")
-    fallback = rec.fact("tokenizer", "statistics.model.byte_fallback", kind=bool)
+    kind = rec.tokenizer.model.type.fact()
+    vocab = rec.tokenizer.model.vocab_size.fact()
+    fallback = rec.tokenizer.model.byte_fallback.fact()
     code = constant("SentencePiece", source="pipeline code: stages/tokenizer/train.py (SentencePiece), hf_export.py (tokenizer.json)")
     return derive(lambda t, v, fb, _: f"text (UTF-8) in and out, as tokens of a SentencePiece {t.upper()} tokenizer with {v:,} pieces"
                                       f"{' and byte fallback' if fb else ''} (tokenizer/tokenizer.model, tokenizer/tokenizer.json)",
@@ -74,25 +75,25 @@ def max_input(rec: Records) -> Fact:
 
 
 def software(rec: Records) -> Fact:
-    facts = [rec.fact(P, "statistics.training.torch_version", kind=str), rec.fact(P, "statistics.training.torchtitan_version", kind=str),
-             rec.fact(P, "package_version", kind=str)]
+    facts = [rec.pretrain.training.torch_version.fact(), rec.pretrain.training.torchtitan_version.fact(),
+             rec.manifest_field(P, "package_version")]
     return derive(lambda t, tt, pkg: f"PyTorch {t}, torchtitan {tt}, europa-pipeline {pkg} (model code and tokenizer loading)",
                   *facts, method="pretrain record: training software versions", fmt=str)
 
 
 def checkpoint_hash(rec: Records) -> Fact:
-    return rec.fact(P, "statistics.checkpoint.sha256", lambda h: f"sha256 {h}", kind=str)
+    return rec.pretrain.checkpoint.sha256.fact(lambda h: f"sha256 {h}")
 
 
 def checkpoint_path(rec: Records) -> Fact:
-    return rec.fact(P, "statistics.checkpoint.path", lambda p: f"pretrain/{p}", kind=str)
+    return rec.pretrain.checkpoint.path.fact(lambda p: f"pretrain/{p}")
 
 
 def training_design(rec: Records) -> Fact:
     """Training methodology from the records: objective, optimizer, schedule, batch, precision, parallelism."""
-    t = lambda k: rec.fact(P, f"statistics.training.{k}")  # noqa: E731
+    t = lambda k: getattr(rec.pretrain.training, k).fact()  # noqa: E731
     facts = [t("optimizer"), t("lr"), t("steps"), t("global_batch_size"), t("seq_len"), t("precision"), t("tokens_seen"),
-             rec.fact(P, "config.schedule", kind=dict), rec.fact(P, "config.parallelism", kind=dict), objective()]
+             rec.manifest_field(P, "config.schedule"), rec.manifest_field(P, "config.parallelism"), objective()]
 
     def text(opt, lr, steps, batch, seq, prec, seen, sched, par, obj) -> str:
         return (f"Pre-training on {obj}. Optimizer {opt}, peak learning rate {lr:g}, "

@@ -125,7 +125,7 @@ def _facts(rec: Records) -> dict[str, dict[str, tuple[str, Fact]]]:
             "provider_legal_name": ("Provider's legal name", rec.setting("provider.name")),
             "model_name": ("Model name", versioned_name(rec)),
             "model_version": ("Model version", rec.setting("model.version")),
-            "authenticity_sha256": ("Model authenticity (sha256 of the released checkpoint)", rec.fact("pretrain", "statistics.checkpoint.sha256", kind=str)),
+            "authenticity_sha256": ("Model authenticity (sha256 of the released checkpoint)", rec.pretrain.checkpoint.sha256.fact()),
             "release_date": ("Release date", rec.setting("model.release_date")),
             "eu_market_date": ("Union market release date", rec.setting("model.eu_market_date")),
             "dependencies": ("Model dependencies", dependencies(rec)),

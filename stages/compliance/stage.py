@@ -1,8 +1,9 @@
 """The compliance stage: the EU AI Act documents of a run, written from the run's records.
 
-No units: the documents are small and come from the manifests alone, so finalize does all the work
-(stages/compliance/generate.py). With `[compliance] strict = true` the stage fails, before anything is
-published, while any value is open (listed in open_items.md).
+A `RunStage`: the documents are small and come from the upstream stages' typed records alone (the executor
+loads and validates them), so one `run` does all the work (stages/compliance/generate.py). With
+`[compliance] strict = true` the stage fails, before anything is published, while any value is open (listed
+in open_items.md).
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.manifest import Manifest
-from pipeline.stage import StageContext, StageError, StageOutcome, Unit
+from pipeline.stage import StageContext, StageError, StageOutcome
+from stages.ai_act import SYSTEMIC_RISK_FLOPS
 from stages.compliance.config import ComplianceConfig
+from stages.compliance.record import ComplianceRecord
 
 MAX_ITEMS_IN_ERROR = 8
 
@@ -24,21 +27,16 @@ class ComplianceStage:
     def input_signature(self, ctx: StageContext) -> Any:
         return None  # everything it reads is an upstream manifest (in the fingerprint) or its own config
 
-    def plan(self, ctx: StageContext) -> list[Unit]:
-        return []
-
-    def run_unit(self, ctx: StageContext, unit: Unit, out_dir: Path) -> dict[str, Any]:
-        raise AssertionError("the compliance stage has no units")
-
-    def finalize(self, ctx: StageContext, results: dict[str, dict[str, Any]], out_dir: Path) -> StageOutcome:
+    def run(self, ctx: StageContext, out_dir: Path) -> StageOutcome:
         from stages.compliance.annex_xi import systemic
         from stages.compliance.compute import compute_facts
         from stages.compliance.facts import Records
         from stages.compliance.generate import FormSchemaError, generate, write
 
         cfg: ComplianceConfig = ctx.settings  # type: ignore[assignment]
+        rec = Records.from_context(ctx)
         try:
-            bundle = generate(ctx.run_dir, cfg)
+            bundle = generate(ctx.run_dir, cfg, rec)
         except FormSchemaError as e:
             raise StageError(f"stage compliance: {e}") from None
         if cfg.strict and bundle.open_items:
@@ -48,17 +46,16 @@ class ComplianceStage:
                 f"stage compliance: {len(needs)} open item(s) while [compliance] strict = true: "
                 f"{' | '.join(needs[:MAX_ITEMS_IN_ERROR])}{more}; provide them, or set strict = false to publish with open items")
         files = write(bundle, out_dir)
-        rec = Records.load(ctx.run_dir, cfg)
         comp = compute_facts(rec)
         applies, why = systemic(rec)
-        statistics = {
+        statistics = ComplianceRecord.model_validate({
             "documents": [d.id for d in bundle.documents],
             "files": files,
             "open_items": [{"need": i.need, "used_by": list(i.used_by)} for i in bundle.open_items],
             "compute": {"training_flops": comp.training.value, "projected_flops": comp.projected.value,
-                        "threshold": 1e25, "presumed_systemic_risk": applies, "reason": why},
+                        "threshold": SYSTEMIC_RISK_FLOPS, "presumed_systemic_risk": applies, "reason": why},
             "strict": cfg.strict,
-        }
+        })
         summary = {"documents": len(bundle.documents), "open items": len(bundle.open_items)}
         if comp.training.value is not None:
             from stages.compliance.numbers import sig2

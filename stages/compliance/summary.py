@@ -107,7 +107,7 @@ def _sources(doc: Document, rec: Records) -> None:
 
 def _domains(section: Section, rec: Records, crawled: bool) -> None:
     sme = rec.setting("provider.sme")
-    per_domain = rec.fact("ingest", "statistics.per_domain_bytes", kind=dict)
+    per_domain = rec.ingest.per_domain_bytes.fact()
     section.item("domain_rule", "Rule", derive(lambda s: rule_text(s), sme, method="template 2.3 rule for the provider's size", fmt=str))
     if sme.is_open or per_domain.is_open:
         section.item("domains", "Most relevant domain names", derive(lambda a, b: None, sme, per_domain, method="top domains"))
@@ -122,10 +122,11 @@ def _domains(section: Section, rec: Records, crawled: bool) -> None:
                                                            "ceil(share x domains ranked), see the rule"))
     if no_domain:
         section.item("no_domain_bytes", "Bytes of kept text without a domain", Fact(no_domain, show(no_domain), per_domain.sources))
-    rows = [[constant(d, source=Records.where("ingest", "statistics.per_domain_bytes")),
-             Fact(b, show(b), (Records.where("ingest", ("statistics", "per_domain_bytes", d)),)),
-             Fact(b / total, percent(b / total), (Records.where("ingest", ("statistics", "per_domain_bytes", d)),),
-                  "bytes of the domain / bytes of all kept text")] for d, b in listed]
+    domain_bytes = rec.ingest.per_domain_bytes
+    rows = [[constant(d, source=domain_bytes.where),
+             Fact(b, show(b), (domain_bytes[d].where,)),
+             Fact(b / total, percent(b / total), (domain_bytes[d].where,), "bytes of the domain / bytes of all kept text")]
+            for d, b in listed]
     section.add(Table("domains", "Most relevant domain names by bytes of kept text", ["domain", "bytes", "share"], rows, numeric=(1, 2)))
 
 
@@ -133,9 +134,9 @@ def _processing(doc: Document, rec: Records) -> None:
     s = doc.section("3", "Data processing aspects")
     tdm = s.section("3.1", "Respect of reservation of rights from the text and data mining exception")
     tdm.item("signatory", "Signatory of the GPAI Code of Practice", rec.setting("provider.code_of_practice_signatory"))
-    tdm.item("opt_out_removed", "Documents dropped because their domain reserved TDM rights", rec.number("ingest", "statistics.per_filter.tdm_opt_out"))
+    tdm.item("opt_out_removed", "Documents dropped because their domain reserved TDM rights", rec.ingest.per_filter["tdm_opt_out"].fact())
     tdm.add(Table("opt_out", "Opt-out protocols per source", ["source", "protocols honoured", "honoured by", "opted-out domains listed", "notes"],
-                  [opt_out_row(src) for src in td.sources(rec)]))
+                  [opt_out_row(rec, src) for src in td.sources(rec)]))
     tdm.text("Before and during training: domains listed as opted out are dropped at ingest with the reason tdm_opt_out, "
              "so a reservation recorded after collection still takes effect on the next run.")
 
@@ -182,26 +183,27 @@ def content_types(rec: Records) -> Fact:
 
 
 def source_row(rec: Records, src: td.SourceRecord) -> list[Fact]:
-    ident = src.record.get("repo") or src.record.get("homepage")
-    ident_fact = (Fact(ident, ident + (f" ({src.record['hf_config']})" if src.record.get("hf_config") else ""),
-                       (Records.where("ingest", ("statistics", "per_source", src.name, "repo" if src.record.get("repo") else "homepage")),))
+    r = src.record
+    ident_field = r.repo if r.repo.value else r.homepage
+    ident = ident_field.value
+    ident_fact = (Fact(ident, ident + (f" ({r.hf_config.value})" if r.hf_config.value else ""), (ident_field.where,))
                   if ident else open_fact(f"homepage or repo of ingest source {src.name} ([[ingest.sources]] homepage)"))
-    total = rec.raw("ingest", "statistics.totals.kept_bytes")
+    total = rec.ingest.totals.kept_bytes
     kept = src.count("kept_bytes")
-    share = (Fact(kept.value / total, percent(kept.value / total), kept.sources + (Records.where("ingest", "statistics.totals.kept_bytes"),),
-                  "kept bytes of the source / all kept bytes") if isinstance(total, int) and total else
-             open_fact("ingest/manifest.json: statistics.totals.kept_bytes"))
-    return [constant(src.name, source=Records.where("ingest", "statistics.per_source")), ident_fact, src.fact("licence"),
+    share = (Fact(kept.value / total.value, percent(kept.value / total.value), kept.sources + (total.where,),
+                  "kept bytes of the source / all kept bytes") if total.value else open_fact(total.where))
+    return [constant(src.name, source=rec.ingest.per_source.where), ident_fact, src.fact("licence"),
             src.fact("collected"), share, td.description(rec, src.name)]
 
 
-def opt_out_row(src: td.SourceRecord) -> list[Fact]:
-    oo = src.record.get("opt_out") or {}
-    n_domains = len(oo.get("domains") or [])
-    domains_text = f"{n_domains:,}" + (f" + file {oo['domains_file'].rsplit('/', 1)[-1]}" if oo.get("domains_file") else "")
-    return [constant(src.name, source=Records.where("ingest", "statistics.per_source")),
+def opt_out_row(rec: Records, src: td.SourceRecord) -> list[Fact]:
+    oo = src.record.opt_out
+    n_domains = len(oo.domains.value or [])
+    domains_file = oo.domains_file.value
+    domains_text = f"{n_domains:,}" + (f" + file {domains_file.rsplit('/', 1)[-1]}" if domains_file else "")
+    return [constant(src.name, source=rec.ingest.per_source.where),
             src.fact("opt_out.protocols", lambda v: ", ".join(v) if v else "none recorded"),
             src.fact("opt_out.honoured_by", lambda v: {"provider": "the provider", "third_party": "the dataset's publisher",
                                                        "not_applicable": "not applicable"}.get(v, v)),
-            Fact(n_domains, domains_text, (Records.where("ingest", ("statistics", "per_source", src.name, "opt_out", "domains")),)),
+            Fact(n_domains, domains_text, (oo.domains.where,)),
             src.fact("opt_out.notes", lambda v: v or "-")]

@@ -11,9 +11,8 @@ held out; the mixture may repeat or subsample languages, which is reported as mi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from stages.compliance.facts import Fact, Records, constant, derive, open_fact, show
+from stages.compliance.facts import Fact, Records, Traced, constant, derive, open_fact, show
 from stages.compliance.numbers import percent, sci, text_size_bin, with_sig2
 
 CATEGORY_LABELS = {
@@ -31,41 +30,39 @@ MODALITY_SOURCE = "pipeline code: the ingest stage reads text only (stages/inges
 @dataclass(frozen=True)
 class SourceRecord:
     name: str
-    record: dict[str, Any]  # ingest statistics.per_source.<name>
+    record: Traced  # ingest statistics.per_source.<name>
 
     def fact(self, key: str, fmt=show) -> Fact:
-        path = ("statistics", "per_source", self.name, *key.split("."))
-        value: Any = self.record
+        """A field of the source's record, e.g. "licence" or "opt_out.protocols"."""
+        field = self.record
         for k in key.split("."):
-            value = value.get(k) if isinstance(value, dict) else None
-        where = Records.where("ingest", path)
-        return Fact(value, fmt(value), (where,)) if value is not None else open_fact(f"{where} (absent in the record)")
+            field = getattr(field, k)
+        return field.fact(fmt)
 
     def count(self, key: str) -> Fact:
         """A counter entry; counters record only what occurred, so an absent key is 0."""
-        counts = self.record.get("counts", {})
-        where = Records.where("ingest", ("statistics", "per_source", self.name, "counts", key))
-        value = int(counts.get(key, 0))
-        return Fact(value, show(value), (where,), "" if key in counts else "absent from the counter: 0")
+        entry = self.record.counts[key]
+        value = int(entry.value or 0)
+        return Fact(value, show(value), (entry.where,), "" if entry.value is not None else "absent from the counter: 0")
 
     @property
     def category(self) -> str:
-        return str(self.record.get("category", "other"))
+        return self.record.category.value or "other"
 
 
 def sources(rec: Records) -> list[SourceRecord]:
-    per_source = rec.raw("ingest", "statistics.per_source") or {}
-    return [SourceRecord(name, r) for name, r in sorted(per_source.items()) if isinstance(r, dict)]
+    per_source = rec.ingest.per_source
+    return [SourceRecord(name, per_source[name]) for name in sorted(per_source.keys())]
 
 
 def sources_fact(rec: Records) -> Fact:
     """The source list itself (for yes/no answers); open without an ingest record."""
-    return rec.fact("ingest", "statistics.per_source", lambda v: ", ".join(sorted(v)) or "none", kind=dict)
+    return rec.ingest.per_source.fact(lambda v: ", ".join(sorted(v)) or "none")
 
 
 def category_used(rec: Records, category: str) -> Fact:
     per_source = sources_fact(rec)
-    return derive(lambda ps: any(r.get("category") == category for r in ps.values()), per_source,
+    return derive(lambda ps: any(r["category"] == category for r in ps.values()), per_source,
                   method=f"whether any source has category {category!r}")
 
 
@@ -77,7 +74,7 @@ def description(rec: Records, name: str) -> Fact:
 
 
 def train_tokens(rec: Records) -> Fact:
-    return rec.number("shards", "statistics.totals.train_tokens", with_sig2)
+    return rec.shards.totals.train_tokens.fact(with_sig2)
 
 
 def size_bin(rec: Records) -> Fact:
@@ -86,18 +83,16 @@ def size_bin(rec: Records) -> Fact:
 
 def latest_collection(rec: Records) -> Fact:
     """MM/YYYY of the newest `collected` date over all sources."""
-    dates = [(s.record.get("collected"), s.name) for s in sources(rec) if s.record.get("collected")]
+    dates = [(s.record.collected.value, s.record.collected.where) for s in sources(rec) if s.record.collected.value]
     if not dates:
-        return open_fact("ingest/manifest.json: statistics.per_source.<source>.collected (no source records a date)")
-    newest, name = max(dates)
+        return open_fact(f"{rec.ingest.per_source.where}.<source>.collected (no source records a date)")
+    newest, where = max(dates)
     y, m = newest[:4], newest[5:7]
-    return Fact(f"{m}/{y}", f"{m}/{y}", (Records.where("ingest", ("statistics", "per_source", name, "collected")),),
-                "the latest collection date over all sources")
+    return Fact(f"{m}/{y}", f"{m}/{y}", (where,), "the latest collection date over all sources")
 
 
 def languages(rec: Records) -> list[str]:
-    per_lang = rec.raw("shards", "statistics.per_language") or {}
-    return sorted(per_lang)
+    return sorted(rec.shards.per_language.keys())
 
 
 def language_rows(rec: Records) -> list[list[Fact]]:
@@ -105,17 +100,17 @@ def language_rows(rec: Records) -> list[list[Fact]]:
     total = train_tokens(rec)
     rows = []
     for lang in languages(rec):
-        tokens = rec.number("shards", f"statistics.per_language.{lang}.train_tokens")
+        tokens = rec.shards.per_language[lang].train_tokens.fact()
         share = derive(lambda t, n: t / n if n else None, tokens, total,
                        method="train_tokens of the language / statistics.totals.train_tokens", fmt=percent)
-        weight = rec.number("shards", f"statistics.mixture.languages.{lang}.weight", percent)
-        docs = rec.number("ingest", f"statistics.per_language.{lang}.kept")
-        rows.append([constant(lang, source=Records.where("shards", "statistics.per_language")), tokens, share, weight, docs])
+        weight = rec.shards.mixture.languages[lang].weight.fact(percent)
+        docs = rec.ingest.per_language[lang].kept.fact()
+        rows.append([constant(lang, source=rec.shards.per_language.where), tokens, share, weight, docs])
     return rows
 
 
 def language_mix_text(rec: Records) -> Fact:
-    per_lang = rec.fact("shards", "statistics.per_language", kind=dict)
+    per_lang = rec.shards.per_language.fact()
     total = train_tokens(rec)
 
     def text(pl: dict, n: int) -> str:
@@ -127,11 +122,11 @@ def language_mix_text(rec: Records) -> Fact:
 
 
 def documents_kept(rec: Records) -> Fact:
-    return rec.number("ingest", "statistics.totals.kept", lambda v: f"{v:,} documents")
+    return rec.ingest.totals.kept.fact(lambda v: f"{v:,} documents")
 
 
 def data_points(rec: Records) -> Fact:
-    kept, train, val = documents_kept(rec), train_tokens(rec), rec.number("shards", "statistics.totals.val_tokens")
+    kept, train, val = documents_kept(rec), train_tokens(rec), rec.shards.totals.val_tokens.fact()
     return derive(lambda k, t, v: {"documents": k, "train_tokens": t, "validation_tokens": v}, kept, train, val,
                   method="documents kept by ingest; tokens of the training and validation splits",
                   fmt=lambda d: f"{d['documents']:,} documents; {d['train_tokens']:,} training tokens ({sci(d['train_tokens'])}); "
@@ -155,8 +150,8 @@ def provenance_text(rec: Records) -> Fact:
 
 def curation_text(rec: Records) -> Fact:
     """The curation steps as configured for ingest, with what each removed."""
-    cfg = rec.fact("ingest", "config", kind=dict)
-    per_filter = rec.fact("ingest", "statistics.per_filter", kind=dict)
+    cfg = rec.manifest_field("ingest", "config")
+    per_filter = rec.ingest.per_filter.fact()
 
     def text(c: dict, pf: dict) -> str:
         removed = sum(v for v in pf.values() if isinstance(v, int))
@@ -182,37 +177,35 @@ def curation_text(rec: Records) -> Fact:
 
 
 def filter_rows(rec: Records) -> list[list[Fact]]:
-    per_filter = rec.raw("ingest", "statistics.per_filter") or {}
-    return [[constant(k, source=Records.where("ingest", "statistics.per_filter")),
-             rec.number("ingest", f"statistics.per_filter.{k}")] for k in per_filter]
+    per_filter = rec.ingest.per_filter
+    return [[constant(k, source=per_filter.where), per_filter[k].fact()] for k in per_filter.keys()]
 
 
 def pii_rows(rec: Records) -> list[list[Fact]]:
     """Per kind of personal data: whether redaction was on, and how many were redacted."""
-    from stages.ingest.pii import PII_KINDS
+    from stages.ingest.record import PII_KINDS
 
     rows = []
-    counts = rec.raw("ingest", "statistics.pii_redactions")
+    counts = rec.ingest.pii_redactions
     for kind in PII_KINDS:
-        enabled = derive(lambda on, k: bool(on and k), rec.fact("ingest", "config.pii.enabled", kind=bool),
-                         rec.fact("ingest", f"config.pii.{kind}", kind=bool), method="config.pii.enabled and the kind's switch")
-        if isinstance(counts, dict):
-            n = int(counts.get(kind, 0))
-            count = Fact(n, show(n), (Records.where("ingest", f"statistics.pii_redactions.{kind}"),),
-                         "" if kind in counts else "absent from the counter: 0")
+        enabled = derive(lambda on, k: bool(on and k), rec.manifest_field("ingest", "config.pii.enabled"),
+                         rec.manifest_field("ingest", f"config.pii.{kind}"), method="config.pii.enabled and the kind's switch")
+        if rec.has("ingest"):
+            n = int(counts[kind].value or 0)
+            count = Fact(n, show(n), (counts[kind].where,), "" if counts[kind].value is not None else "absent from the counter: 0")
         else:
-            count = rec.number("ingest", f"statistics.pii_redactions.{kind}")
-        rows.append([constant(kind, source="stages/ingest/pii.py PII_KINDS"), enabled, count])
+            count = counts[kind].fact()
+        rows.append([constant(kind, source="stages/ingest/record.py PII_KINDS"), enabled, count])
     return rows
 
 
 def bias_measures(rec: Records) -> Fact:
     """What the records show about identifiable biases across languages: tokenizer parity, per-language evaluation."""
-    metrics = rec.fact("tokenizer", "statistics.metrics", kind=dict)
-    evaluated = rec.fact("evaluate", "statistics.per_language", kind=dict)
-    flagged = rec.fact("evaluate", "statistics.flagged", kind=list)
-    tok_policy = rec.fact("tokenizer", "statistics.sample.policy", kind=str)
-    mix_policy = rec.fact("shards", "statistics.mixture.policy", kind=str)
+    metrics = rec.tokenizer.metrics.fact()
+    evaluated = rec.evaluate.per_language.fact()
+    flagged = rec.evaluate.flagged.fact()
+    tok_policy = rec.tokenizer.sample.policy.fact()
+    mix_policy = rec.shards.mixture.policy.fact()
 
     def text(m: dict, ev: dict, fl: list, tp: str, mp: str) -> str:
         parities = {lang: v.get("parity") for lang, v in m.items() if isinstance(v, dict) and v.get("parity") is not None}
@@ -237,7 +230,7 @@ def bias_measures(rec: Records) -> Fact:
 
 def unsuitable_measures(rec: Records) -> Fact:
     """Which checks reject unsuitable sources and documents, with what they rejected."""
-    per_filter = rec.fact("ingest", "statistics.per_filter", kind=dict)
+    per_filter = rec.ingest.per_filter.fact()
     per_source = sources_fact(rec)
 
     def text(pf: dict, ps: dict) -> str:
@@ -259,8 +252,8 @@ def modality() -> Fact:
 def selection_text(rec: Records) -> Fact:
     """How the data was obtained (each source's reader) and selected (filters, then the training mixture)."""
     per_source = sources_fact(rec)
-    policy = rec.fact("shards", "statistics.mixture.policy", kind=str)
-    max_epochs = rec.number("shards", "statistics.mixture.max_epochs")
+    policy = rec.shards.mixture.policy.fact()
+    max_epochs = rec.shards.mixture.max_epochs.fact()
 
     def text(ps: dict, pol: str, ep: float) -> str:
         read = ", ".join(f"{n} ({r.get('kind')}{', ' + r['repo'] if r.get('repo') else ''})" for n, r in sorted(ps.items()))
@@ -272,10 +265,10 @@ def selection_text(rec: Records) -> Fact:
 
 def validation_text(rec: Records) -> Fact:
     """The testing/validation data: the held-out split and what the evaluation stage measured on it."""
-    val = rec.number("shards", "statistics.totals.val_tokens")
-    val_docs = rec.number("shards", "statistics.totals.val_docs")
-    sets = rec.fact("evaluate", "statistics.eval_sets", kind=list)
-    step = rec.number("evaluate", "statistics.latest_step")
+    val = rec.shards.totals.val_tokens.fact()
+    val_docs = rec.shards.totals.val_docs.fact()
+    sets = rec.evaluate.eval_sets.fact()
+    step = rec.evaluate.latest_step.fact()
     code = constant("split by id hash", source="pipeline code: stages/shards/tokenize.py split_hash (train/validation by document id)")
     return derive(lambda v, d, s, st, _: f"Validation split held out by a hash of the document id: {d:,} documents, {v:,} tokens. "
                                          f"Evaluation sets: {', '.join(map(str, s)) or 'none'}; latest checkpoint evaluated: step {st:,}.",

@@ -5,29 +5,23 @@
     eval/report.md               the latest checkpoint's table, the change since the previous one, the flags
     eval/bpb_latest.png          bits per byte per language at the latest checkpoint
     eval/bpb_over_steps.png      bits per byte over steps, one line per language
-    eval/.lock                   held while a process adds results
-It is not a stage folder: training can take weeks and the scheduled evaluation adds to it while the pretrain
-stage has not been published yet, so it is appended to (under its own lock, never the run's), not swapped
-in whole. The evaluate stage publishes a manifest about it in <run>/evaluate/.
+    eval/.lock                   held while a process adds results (RunDir.store_lock)
+It is not a stage folder but a results store of the run directory (RunDir.store_dir("eval")): training can take
+weeks and the scheduled evaluation adds to it while the pretrain stage has not been published yet, so it is
+appended to (under its own lock, never the run's), not swapped in whole. The evaluate stage publishes a
+manifest about it in <run>/evaluate/.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import shutil
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from pipeline.rundir import atomic_write_text
+from pipeline.fsutil import atomic_dir, atomic_write_text
 
 METRICS = "metrics.json"
-
-
-class EvalLocked(RuntimeError):
-    pass
 
 
 class EvalStore:
@@ -48,31 +42,11 @@ class EvalStore:
         return sorted(out, key=lambda m: m["step"])
 
     def write(self, step: int, metrics: dict[str, Any]) -> Path:
+        """One checkpoint's figures, written whole; an explicit re-evaluation replaces the earlier result."""
         final = self.root / f"step-{step}"
-        tmp = self.root / f".step-{step}.tmp-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        (tmp / METRICS).write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
-        if final.exists():  # an explicit re-evaluation replaces the earlier result
-            shutil.rmtree(final)
-        tmp.rename(final)
+        with atomic_dir(final, replace=True) as tmp:
+            (tmp / METRICS).write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
         return final / METRICS
-
-    @contextmanager
-    def lock(self, what: str) -> Iterator[None]:
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.pread(fd, 300, 0).decode(errors="replace").strip() or "another process"
-                raise EvalLocked(f"{self.root}: evaluation in progress by {holder}; try again when it ends") from None
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"pid {os.getpid()} ({what})".encode(), 0)
-            yield
-        finally:
-            os.close(fd)
 
 
 # --- history, changes, flags ---------------------------------------------------------------------------------

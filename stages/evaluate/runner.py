@@ -3,33 +3,46 @@
 Shared by `europa evaluate`, the scheduled Prefect deployment (`europa eval-schedule`) and the evaluate stage.
 A checkpoint is evaluated once: its `eval/step-N/metrics.json` records the identity of the checkpoint it came
 from (the checksum of its DCP metadata), so a retrained step-N (other settings) is evaluated again, and an
-unchanged one never twice. Only complete checkpoints are seen (stages/pretrain/job.py). A damaged checkpoint
-is named and skipped by the scheduler, and is an error when asked for explicitly.
+unchanged one never twice. Only complete checkpoints are seen (europa_model/checkpoints.py): the published
+pretrain stage's and those of a training job still running (RunDir.live_attempt). A damaged checkpoint is named
+and skipped by the scheduler, and is an error when asked for explicitly.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from europa_model.checkpoints import JOB_INFO, Checkpoint, complete_checkpoints, model_info
 from europa_model.devices import resolve_device
 from pipeline import progress
 from pipeline.config import PipelineConfig
-from pipeline.manifest import sha256_file
+from pipeline.errors import UsageError
+from pipeline.fsutil import sha256_file
 from pipeline.rundir import RunDir, utc_now
 from stages.evaluate.config import EvaluateConfig
 from stages.evaluate.results import EvalStore, write_history, write_report
 from stages.evaluate.scoring import CheckpointError, Score, load_model, score
 from stages.evaluate.texts import external_texts, validation_texts
-from stages.pretrain.job import Checkpoint, complete_checkpoints, run_checkpoints
 
-EVAL_DIR = "eval"
+STORE = "eval"  # the run's results store (RunDir.store_dir)
+TRAINING = "pretrain"  # the stage whose checkpoints are evaluated
 
 
-class NothingToEvaluate(ValueError):
+class NothingToEvaluate(UsageError):
     """An explicit request for a checkpoint that does not exist (yet)."""
+
+
+def run_checkpoints(run_dir: RunDir) -> list[Checkpoint]:
+    """Every complete checkpoint of the run: the published stage's and those of a job still training.
+
+    Steps present in both (cannot happen with one fingerprint, but can after a settings change) resolve to
+    the live job, which is what training is writing now."""
+    by_step = {c.step: c for c in complete_checkpoints(run_dir.stage_dir(TRAINING))}
+    live = run_dir.live_attempt(TRAINING)
+    if live is not None and live.job_dir is not None:
+        by_step.update({c.step: c for c in complete_checkpoints(live.job_dir)})
+    return [by_step[s] for s in sorted(by_step)]
 
 
 @dataclass
@@ -63,10 +76,10 @@ def evaluate_run(run_dir: RunDir, config: PipelineConfig, *, which: str | None =
                  published_only: bool = False) -> EvalOutcome:
     settings: EvaluateConfig = config.section("evaluate")
     pretrain = config.section("pretrain")
-    store = EvalStore(run_dir.path / EVAL_DIR)
-    checkpoints = complete_checkpoints(run_dir.stage_dir("pretrain")) if published_only else run_checkpoints(run_dir)
+    store = EvalStore(run_dir.store_dir(STORE))
+    checkpoints = complete_checkpoints(run_dir.stage_dir(TRAINING)) if published_only else run_checkpoints(run_dir)
     outcome = EvalOutcome()
-    with store.lock(f"evaluating {run_dir.path}"):
+    with run_dir.store_lock(STORE, f"evaluating {run_dir.path}"):
         todo = select(checkpoints, store, which)
         if not checkpoints:
             outcome.message = "no complete checkpoint yet; nothing to evaluate"
@@ -115,11 +128,10 @@ def _load_texts(run_dir: RunDir, config: PipelineConfig, settings: EvaluateConfi
 
 def _evaluate_checkpoint(ckpt: Checkpoint, texts, settings: EvaluateConfig, seq_len: int, device: str) -> dict[str, Any]:
     sp, sets = texts
-    info_path = ckpt.path.parent.parent / "job_info.json"
-    if not info_path.exists():
-        raise CheckpointError(f"checkpoint {ckpt.path}: no job_info.json beside its checkpoints folder; "
+    info = model_info(ckpt)
+    if info is None:
+        raise CheckpointError(f"checkpoint {ckpt.path}: no {JOB_INFO} beside its checkpoints folder; "
                               "cannot tell which model it holds")
-    info = json.loads(info_path.read_text())
     progress.note("evaluate", f"{ckpt.name}: loading ({info['flavor']}, vocabulary {info['vocab_size']:,})")
     model = load_model(ckpt.path, info["flavor"], info["vocab_size"], device)
     out: dict[str, Any] = {"step": ckpt.step, "checkpoint": str(ckpt.path), "checkpoint_id": checkpoint_id(ckpt),

@@ -1,9 +1,9 @@
 """Load a training checkpoint into the EUROPA model and score texts: NLL, token accuracy, in bounded batches.
 
-Texts are packed like the training rows (BOS + document, positions restarting at each document and at the start
-of each row, attention masked per document), so a document is scored under the same conditions it would be
-trained under; a document longer than a row continues in the next row without the earlier context. Memory is
-one batch of logits (batch_size x seq_len x vocab) at a time.
+Texts are packed into rows by the same code as the training rows (europa_model/data/packing.py: BOS + document,
+positions restarting at each document and at the start of each row, attention masked per document), so a
+document is scored under the conditions it is trained under. Memory is one batch of logits (batch_size x
+seq_len x vocab) at a time.
 """
 
 from __future__ import annotations
@@ -14,8 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
+from europa_model.data.packing import pack_documents
+from pipeline.errors import EuropaError
 
-class CheckpointError(ValueError):
+
+class CheckpointError(EuropaError):
     """A checkpoint that cannot be read; the message names it."""
 
 
@@ -82,33 +85,10 @@ def load_model(checkpoint: Path, flavor: str, vocab_size: int, device: str):
     return model
 
 
-def pack(docs: list[np.ndarray], seq_len: int, bos: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rows (inputs, labels, positions) of `seq_len`; labels of padding are -1."""
-    inputs, labels, positions = [], [], []
-    row_i, row_l, row_p = [], [], []
-    for doc in docs:
-        virt = np.concatenate([[bos], doc])
-        j = 0
-        while j < len(doc):
-            take = min(seq_len - len(row_i), len(doc) - j)
-            row_i.extend(virt[j : j + take])
-            row_l.extend(virt[j + 1 : j + 1 + take])
-            row_p.extend(range(take))
-            j += take
-            if len(row_i) == seq_len:
-                inputs.append(row_i), labels.append(row_l), positions.append(row_p)
-                row_i, row_l, row_p = [], [], []
-    if row_i:
-        pad = seq_len - len(row_i)
-        inputs.append(row_i + [bos] * pad), labels.append(row_l + [-1] * pad), positions.append(row_p + list(range(pad)))
-    return (np.asarray(inputs, np.int64).reshape(-1, seq_len), np.asarray(labels, np.int64).reshape(-1, seq_len),
-            np.asarray(positions, np.int64).reshape(-1, seq_len))
-
-
 def score(model, docs: list[np.ndarray], *, seq_len: int, batch_size: int, bos: int, device: str) -> Score:
     import torch
 
-    inputs, labels, positions = pack(docs, seq_len, bos)
+    inputs, labels, positions = pack_documents(docs, seq_len, bos)
     total = Score()
     with torch.no_grad():
         for a in range(0, len(inputs), batch_size):

@@ -1,9 +1,10 @@
 """The evaluate stage: evaluate every checkpoint of the published pretrain stage that is not evaluated yet,
 then publish a manifest of the results (the record the compliance stage reads).
 
-The figures themselves accumulate in <run>/eval/ (see results.py), shared with `europa evaluate` and the
-scheduled evaluation, so checkpoints already evaluated while training ran are not evaluated again here. The
-stage folder holds the manifest, the latest report, the history and the plots as they were at publication.
+A `RunStage`. The figures themselves accumulate in the run's results store <run>/eval/ (see results.py), shared
+with `europa evaluate` and the scheduled evaluation, so checkpoints already evaluated while training ran are not
+evaluated again here. The stage folder holds the manifest, the latest report, the history and the plots as they
+were at publication.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import shutil
 from pathlib import Path
 from typing import Any, ClassVar
 
+from europa_model.checkpoints import complete_checkpoints
 from pipeline.manifest import Manifest
-from pipeline.stage import StageContext, StageError, StageOutcome, Unit
+from pipeline.stage import StageContext, StageError, StageOutcome
+from stages.evaluate.record import EvaluateRecord
 from stages.evaluate.results import EvalStore, changes
-from stages.evaluate.runner import EVAL_DIR, evaluate_run
-from stages.pretrain.job import complete_checkpoints
+from stages.evaluate.runner import STORE, evaluate_run
 
 
 class EvaluateStage:
@@ -25,7 +27,7 @@ class EvaluateStage:
 
     def input_signature(self, ctx: StageContext) -> Any:
         """External evaluation files: their sizes and times (changing a file makes the stage stale)."""
-        from stages.ingest.sources import expand_template
+        from pipeline.languages import expand_template
 
         sig = []
         for s in ctx.settings.sets:
@@ -35,22 +37,16 @@ class EvaluateStage:
                 sig.append([s.name, lang, st.st_size if st else None, st.st_mtime_ns if st else None])
         return sig
 
-    def plan(self, ctx: StageContext) -> list[Unit]:
-        return [Unit("evaluate", {})]
-
-    def run_unit(self, ctx: StageContext, unit: Unit, out_dir: Path) -> dict[str, Any]:
+    def run(self, ctx: StageContext, out_dir: Path) -> StageOutcome:
         if not complete_checkpoints(ctx.upstream_dir("pretrain")):
             raise StageError(f"stage evaluate: {ctx.upstream_dir('pretrain')} holds no complete checkpoint; rerun pretrain")
         outcome = evaluate_run(ctx.run_dir, ctx.config, published_only=True)
-        return {"evaluated": outcome.evaluated, "skipped": outcome.skipped, "message": outcome.message}
-
-    def finalize(self, ctx: StageContext, results: dict[str, dict[str, Any]], out_dir: Path) -> StageOutcome:
-        store = EvalStore(ctx.run_dir.path / EVAL_DIR)
+        store = EvalStore(ctx.run_dir.store_dir(STORE))
         steps = {c.step for c in complete_checkpoints(ctx.upstream_dir("pretrain"))}
         evaluated = [m for m in store.all() if m["step"] in steps]
         if not evaluated:
             raise StageError(f"stage evaluate: no checkpoint of {ctx.upstream_dir('pretrain')} could be evaluated: "
-                             + "; ".join(s["reason"] for s in results["evaluate"]["skipped"]))
+                             + "; ".join(s["reason"] for s in outcome.skipped))
         for name in ("report.md", "history.parquet", "bpb_latest.png", "bpb_over_steps.png"):
             if (store.root / name).exists():
                 shutil.copy2(store.root / name, out_dir / name)
@@ -66,7 +62,7 @@ class EvaluateStage:
                 else:
                     d[f"{set_name}_loss"] = f["loss"]
                     d[f"{set_name}_token_accuracy"] = f["token_accuracy"]
-        statistics = {
+        statistics = EvaluateRecord.model_validate({
             "latest_step": latest["step"],
             "checkpoints_evaluated": [m["step"] for m in evaluated],
             "eval_sets": list(latest["sets"]),
@@ -78,15 +74,15 @@ class EvaluateStage:
             "method": "bits per byte = total negative log-likelihood / (UTF-8 bytes x ln 2); documents packed like "
                       "training rows (BOS + document, attention within the document), seq_len "
                       f"{latest['seq_len']}",
-            "skipped": results["evaluate"]["skipped"],
-        }
+            "skipped": outcome.skipped,
+        })
         val = [f["bits_per_byte"] for f in latest["sets"].get("val", {}).values()]
         summary = {"checkpoints": len(evaluated), "latest step": latest["step"], "languages": len(per_language)}
         if val:
             summary["mean val bits/byte"] = round(sum(val) / len(val), 4)
-        if statistics["flagged"]:
-            summary["regressions"] = ", ".join(statistics["flagged"])
-        return StageOutcome(statistics=statistics, summary=summary, skipped=results["evaluate"]["skipped"])
+        if statistics.flagged:
+            summary["regressions"] = ", ".join(statistics.flagged)
+        return StageOutcome(statistics=statistics, summary=summary, skipped=outcome.skipped)
 
     def summary_markdown(self, manifest: Manifest) -> str:
         report = manifest.outputs and next((o for o in manifest.outputs if o.path == "report.md"), None)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stages.ingest.sources import expand_template
+from pipeline.languages import expand_template
 
 
 @dataclass
@@ -31,7 +31,7 @@ class EvalTexts:
 
 def validation_texts(shards_dir: Path, languages: list[str], sp, max_tokens: int) -> tuple[dict[str, EvalTexts], list[str]]:
     """The shards stage's held-out documents per language; languages without any are returned as missing."""
-    from stages.shards.reader import open_shards
+    from europa_model.data.streams import open_shards
 
     _, by_lang = open_shards(shards_dir, "val", languages)
     eos = sp.eos_id()

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from pipeline.config import StrictModel, check_languages, resolve_config_path
+from pipeline.languages import PLACEHOLDERS
 from stages.ingest.langid import LangIdConfig
 from stages.ingest.minhash import DedupConfig
 from stages.ingest.normalize import NormalizeConfig
@@ -21,7 +20,7 @@ SourceKind = Literal["jsonl", "parquet", "text", "huggingface", "udhr"]
 SourceCategory = Literal[
     "public_dataset", "private_licensed", "private_third_party", "crawled", "user_data", "synthetic", "other"
 ]
-_PLACEHOLDERS = {"lang", "iso3", "flores", "udhr"}
+_PLACEHOLDERS = set(PLACEHOLDERS)
 
 
 class OptOutConfig(StrictModel):

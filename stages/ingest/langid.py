@@ -31,10 +31,8 @@ import re
 import pycld2
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-EU_LANGUAGES: tuple[str, ...] = (
-    "bg", "cs", "da", "de", "el", "en", "es", "et", "fi", "fr", "ga", "hr",
-    "hu", "it", "lt", "lv", "mt", "nl", "pl", "pt", "ro", "sk", "sl", "sv",
-)  # fmt: skip
+from pipeline.languages import EU_LANGUAGE_CODES as EU_LANGUAGES  # the one language table
+
 _EU = frozenset(EU_LANGUAGES)
 
 UNDETERMINED = "und"

@@ -29,8 +29,6 @@ from typing import Callable
 
 from pydantic import BaseModel, ConfigDict
 
-PII_KINDS: tuple[str, ...] = ("email", "ip", "phone", "iban")
-"""Keys of the counts `redact_pii` returns."""
 
 
 class PiiConfig(BaseModel):

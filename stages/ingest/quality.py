@@ -31,7 +31,7 @@ from typing import Annotated, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, create_model, field_validator
 
-from .langid import EU_LANGUAGES
+from pipeline.languages import EU_LANGUAGE_CODES as EU_LANGUAGES
 from .wordstats import WordStats, repeated_mask, runs_of, split_words, word_stats
 
 TOP_NGRAM_SIZES = (2, 3, 4)

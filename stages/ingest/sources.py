@@ -17,7 +17,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Iterator
 
-from pipeline.languages import language
+from pipeline.languages import expand_template, language
 from pipeline.secrets import redact_text
 from stages.ingest.config import SourceConfig
 
@@ -41,11 +41,6 @@ class InputProblem:
 
     def record(self) -> dict:
         return {"input": self.input, "line": self.line, "reason": self.reason, "message": self.message}
-
-
-def expand_template(template: str, lang: str) -> str:
-    lg = language(lang)
-    return template.format(lang=lg.code, iso3=lg.iso3, flores=lg.flores, udhr=lg.udhr)
 
 
 def list_inputs(source: SourceConfig, lang: str) -> list[str]:

@@ -13,16 +13,20 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.manifest import Manifest
-from pipeline.stage import StageContext, StageError, StageOutcome, Unit
+from pipeline.stage import StageContext, StageError, StageOutcome, StepResults, Unit
 from stages.ingest.config import IngestConfig
 from stages.ingest.process import (EXACT_DUP, NEAR_DUP, InputFailed, add_dedup_keys, per_domain_bytes,
                                    process_inputs)
 from stages.ingest.sources import list_inputs
 
 
+DOCUMENTS = "documents"  # the step that runs the document chain over each unit of input files
+
+
 class IngestStage:
     name = "ingest"
     code_version = "1"
+    steps = (DOCUMENTS,)
 
     # --- planning -----------------------------------------------------------------------------------
     def input_signature(self, ctx: StageContext) -> Any:
@@ -41,7 +45,7 @@ class IngestStage:
                 sig.append((source.opt_out.domains_file, st and st.st_size, st and st.st_mtime_ns))
         return sig
 
-    def plan(self, ctx: StageContext) -> list[Unit]:
+    def plan(self, ctx: StageContext, step: str, done: StepResults) -> list[Unit]:
         settings = self._settings(ctx)
         if not settings.sources:
             raise StageError("stage ingest: no sources configured; add [[ingest.sources]] to the config")
@@ -82,15 +86,17 @@ class IngestStage:
         return {"lang": lang, "source": source.name, "stats": stats.to_dict()}
 
     # --- merge, dedup, publish ----------------------------------------------------------------------
-    def finalize(self, ctx: StageContext, results: dict[str, dict[str, Any]], out_dir: Path) -> StageOutcome:
+    def finalize(self, ctx: StageContext, done: StepResults, out_dir: Path) -> StageOutcome:
         import numpy as np
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         from stages.ingest.minhash import find_duplicates
+        from stages.ingest.record import IngestRecord
         from stages.ingest.schema import DOCUMENT_SCHEMA, REJECTED_SCHEMA
 
         settings = self._settings(ctx)
+        results = done[DOCUMENTS]
         dedup = settings.dedup
         per_lang: dict[str, dict[str, Any]] = {}
         per_source: dict[str, Counter] = defaultdict(Counter)
@@ -110,7 +116,7 @@ class IngestStage:
                 skipped.extend(st.get("problems", []))
                 if "docs_in" not in st:
                     continue
-                udir = ctx.work_dir / uid
+                udir = ctx.unit_dir(DOCUMENTS, uid)
                 kept_tables.append(pq.read_table(udir / "kept.parquet"))
                 removed_tables.append(pq.read_table(udir / "removed.parquet"))
                 lang_stats.update({k: st[k] for k in ("docs_in", "bytes_in", "mojibake_fixed")})
@@ -170,7 +176,7 @@ class IngestStage:
 
         empty = [lang for lang, s in per_lang.items() if s["kept"] == 0]
         totals = {k: sum(s[k] for s in per_lang.values()) for k in ("docs_in", "bytes_in", "kept", "kept_bytes")}
-        statistics = {
+        statistics = IngestRecord.model_validate({
             "totals": totals,
             "per_language": per_lang,
             "per_filter": _per_filter_counts(removed_by_reason),
@@ -178,7 +184,7 @@ class IngestStage:
             "per_source": {name: self._source_record(settings, name, counts) for name, counts in sorted(per_source.items())},
             "pii_redactions": dict(sorted(pii.items())),
             "languages_without_documents": empty,
-        }
+        })
         summary = {"languages": len(per_lang) - len(empty), "docs in": totals["docs_in"], "kept": totals["kept"],
                    "MB kept": round(totals["kept_bytes"] / 1e6, 2), "skipped inputs": len(skipped)}
         return StageOutcome(statistics=statistics, summary=summary, skipped=skipped, rows=rows_out)

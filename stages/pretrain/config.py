@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from pipeline.config import StrictModel
+from stages.pretrain.hardware import JUPITER_BOOSTER
 
 
 class OptimizerConfig(StrictModel):
@@ -35,7 +36,7 @@ class ScheduleConfig(StrictModel):
     min_lr_factor: float = Field(0.1, ge=0, le=1, description="Final learning rate as a fraction of the peak.")
 
 
-class ParallelismSettings(StrictModel):
+class ParallelismConfig(StrictModel):
     nodes: int = Field(1, ge=1, description="Machines (Slurm nodes); 1 for local runs.")
     processes_per_node: int = Field(1, ge=1, description="torchrun processes per machine (GPUs per node; CPU ranks locally).")
     data_parallel_replicate: int = Field(1, ge=1, description="HSDP replicas (EUROPA: 4).")
@@ -50,7 +51,7 @@ class ParallelismSettings(StrictModel):
         return self.nodes * self.processes_per_node
 
     @model_validator(mode="after")
-    def _degrees_multiply(self) -> ParallelismSettings:
+    def _degrees_multiply(self) -> ParallelismConfig:
         if self.data_parallel_shard == 0 or self.data_parallel_shard < -1:
             raise ValueError("data_parallel_shard must be -1 (infer) or a positive degree")
         fixed = self.data_parallel_replicate * self.tensor_parallel
@@ -72,6 +73,11 @@ class ParallelismSettings(StrictModel):
             return self.data_parallel_shard
         return self.world_size // (self.data_parallel_replicate * self.tensor_parallel)
 
+    @property
+    def data_parallel_degree(self) -> int:
+        """Ranks that see different data: HSDP replicas x FSDP shards."""
+        return self.data_parallel_replicate * self.shard_degree
+
 
 class ActivationCheckpointConfig(StrictModel):
     mode: Literal["none", "selective", "full", "offload"] = Field(
@@ -80,7 +86,7 @@ class ActivationCheckpointConfig(StrictModel):
     offload_prefetch_layers: int = Field(1, ge=0, description="offload: layers prefetched back ahead of backward.")
 
 
-class CheckpointSettings(StrictModel):
+class CheckpointConfig(StrictModel):
     interval: int = Field(50, ge=1, description="Steps between checkpoints (one is always written at the end).")
     keep_latest: int = Field(0, ge=0, description="Keep only the newest k checkpoints (0 = keep all; evaluation reads them).")
 
@@ -89,13 +95,13 @@ class SlurmConfig(StrictModel):
     """Where and how `europa launch jupiter` submits; none of it changes what is trained."""
 
     account: str | None = Field(None, description="Slurm account (project) to charge; required for --submit.")
-    partition: str = "booster"
+    partition: str = JUPITER_BOOSTER.partition
     time_limit: str = Field("24:00:00", pattern=r"^(\d+-)?\d{1,2}:\d{2}:\d{2}$")
     qos: str | None = None
     reservation: str | None = None
-    gpus_per_node: int = Field(4, ge=1)
+    gpus_per_node: int = Field(JUPITER_BOOSTER.gpus_per_node, ge=1)
     cpus_per_task: int = Field(
-        288, ge=1, description="Cores per node given to the one srun task that starts torchrun (JUPITER: 4 Graces x 72); "
+        JUPITER_BOOSTER.cores_per_node, ge=1, description="Cores per node given to the one srun task that starts torchrun (JUPITER: 4 Graces x 72); "
         "each rank gets cpus_per_task / gpus_per_node of them, on the Grace next to its GPU.")
     setup: list[str] = Field(default_factory=list, description="Shell lines run before training (module load, venv activate).")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables for every rank.")
@@ -142,10 +148,28 @@ class PretrainConfig(StrictModel):
         "per_rank: each rank streams its own documents (no redundant packing; order depends on the rank count).")
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
-    parallelism: ParallelismSettings = Field(default_factory=ParallelismSettings)
+    parallelism: ParallelismConfig = Field(default_factory=ParallelismConfig)
     activation_checkpoint: ActivationCheckpointConfig = Field(default_factory=ActivationCheckpointConfig)
-    checkpoint: CheckpointSettings = Field(default_factory=CheckpointSettings)
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     slurm: SlurmConfig = Field(default_factory=SlurmConfig)
+
+    @property
+    def micro_batch_size(self) -> int:
+        """Sequences of one micro-step over all data-parallel ranks."""
+        return self.local_batch_size * self.parallelism.data_parallel_degree
+
+    @property
+    def global_batch(self) -> int:
+        """Sequences per optimizer step (global_batch_size, or one micro-step: no gradient accumulation)."""
+        return self.global_batch_size or self.micro_batch_size
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch * self.seq_len
+
+    @property
+    def planned_tokens(self) -> int:
+        return self.steps * self.tokens_per_step
 
     @model_validator(mode="after")
     def _consistent(self) -> PretrainConfig:
@@ -154,12 +178,10 @@ class PretrainConfig(StrictModel):
             raise ValueError(
                 f"launcher 'local' runs one process but parallelism asks for {p.world_size}; "
                 "use launcher = \"torchrun\" (or \"slurm\")")
-        if self.global_batch_size is not None:
-            dp = p.data_parallel_replicate * p.shard_degree
-            if self.global_batch_size % (self.local_batch_size * dp):
-                raise ValueError(
-                    f"global_batch_size {self.global_batch_size} must be a multiple of local_batch_size x "
-                    f"data-parallel ranks = {self.local_batch_size * dp}")
+        if self.global_batch_size is not None and self.global_batch_size % self.micro_batch_size:
+            raise ValueError(
+                f"global_batch_size {self.global_batch_size} must be a multiple of local_batch_size x "
+                f"data-parallel ranks = {self.micro_batch_size}")
         if self.optimizer.name == "dist_muon" and p.tensor_parallel > 1:
             raise ValueError("optimizer dist_muon does not support tensor_parallel > 1 (torchtitan's recipe refuses TP)")
         if self.schedule.warmup_steps > self.steps:

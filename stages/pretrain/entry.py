@@ -10,6 +10,9 @@ token, peak FLOP/s) for the manifest.
 `--seed-checkpoint`: initialise the model in this one process and save it as J/seed/checkpoints/step-0.
 Multi-rank CPU runs start from it because DTensor's random generator is off on CPU meshes (every rank would
 otherwise initialise identical expert shards).
+
+A rank that fails records why in J/failures/rank-<R>.json (stages/pretrain/failure.py): diverged, bad input,
+or an error; the stage reads that, not the log.
 """
 
 from __future__ import annotations
@@ -17,12 +20,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import socket
 import sys
 import time
 from pathlib import Path
 
 from europa_model.devices import resolve_device
+from stages.pretrain.failure import Failure, write_failure
 
 
 def _free_port() -> int:
@@ -58,7 +63,42 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--job-dir", required=True, type=Path)
     ap.add_argument("--seed-checkpoint", action="store_true")
     args = ap.parse_args(argv)
+    rank = int(os.environ.get("RANK", "0"))
+    progress = _Progress()
+    try:
+        return _train(args, progress)
+    except SystemExit as e:
+        if isinstance(e.code, str):  # a problem with the run's inputs, phrased for the user
+            write_failure(args.job_dir, Failure("input", e.code.removeprefix("europa pretrain: "), rank, progress.step))
+        raise
+    except Exception as e:
+        write_failure(args.job_dir, _failure(e, rank, progress.step))
+        raise
 
+
+class _Progress:
+    """The step training reached, for the failure record (the trainer may not exist yet when something fails)."""
+
+    trainer = None
+
+    @property
+    def step(self) -> int | None:
+        return getattr(self.trainer, "step", None)
+
+
+def _failure(e: Exception, rank: int, step: int | None) -> Failure:
+    from europa_model.metrics import TrainingDiverged
+
+    if isinstance(e, TrainingDiverged):
+        return Failure("diverged", e.detail, rank, e.step, type(e).__name__)
+    # torchtitan's own check raises a plain RuntimeError: "Loss is not finite (global_avg_loss=nan) at step N."
+    nonfinite = re.match(r"Loss is not finite \((.*?)\) at step (\d+)", str(e))
+    if nonfinite:
+        return Failure("diverged", nonfinite.group(1), rank, int(nonfinite.group(2)), type(e).__name__)
+    return Failure("error", f"{type(e).__name__}: {e}".strip(), rank, step, type(e).__name__)
+
+
+def _train(args: argparse.Namespace, progress: _Progress) -> int:
     from pipeline.config import load_config
     from pipeline.rundir import RunDir
 
@@ -68,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = run_dir.manifest("tokenizer")
     if tokenizer is None or run_dir.manifest("shards") is None:
         raise SystemExit(f"europa pretrain: {run_dir.path} has no tokenizer or shards output; run those stages first")
-    vocab_size = int(tokenizer.statistics["model"]["vocab_size"])
+    from pipeline.records import load_record
+
+    vocab_size = load_record(run_dir, "tokenizer", tokenizer, "pretrain").model.vocab_size
     check_inputs(run_dir, job_dir, settings.flavor, vocab_size)
     try:
         device = resolve_device(settings.device)
@@ -115,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     trainer = None
     started = time.time()
     try:
-        trainer = trainer_config.build()
+        trainer = progress.trainer = trainer_config.build()
         if args.seed_checkpoint:
             trainer.checkpointer.save(curr_step=0, last_step=True)
             logger.info(f"seed checkpoint written to {initial}")

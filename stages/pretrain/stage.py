@@ -1,19 +1,18 @@
 """The pretrain stage: train the EUROPA MoE with torchtitan on the run's tokenizer and shards.
 
-One unit: the training job. The job is never a Prefect task itself: the unit starts it as a subprocess
-(`launcher = "local"`: one process; `"torchrun"`: N ranks on this machine) or submits it to Slurm
-(`"slurm"`, JUPITER) and follows it until it ends, showing steps, loss and new checkpoints. The job writes into
-a folder that survives crashes (<run>/.work/pretrain/<fingerprint>/job); running the stage again resumes from
-its newest complete checkpoint. When training has reached `steps`, finalize publishes the job folder as
-<run>/pretrain/ (hard links: no copy of the checkpoints, and the job folder stays intact until the publish has
-succeeded) with a manifest holding what the compliance stage needs: tokens, steps, time, devices,
-device-hours, training FLOPs estimated two ways, and the checksums of the final checkpoint.
+A `RunStage` with a long job: `run` starts the training job as a subprocess (`launcher = "local"`: one process;
+`"torchrun"`: N ranks on this machine) or submits it to Slurm (`"slurm"`, JUPITER) and follows it until it
+ends, showing steps, loss and new checkpoints. The job writes into the stage's job folder (RunDir.job_dir),
+which survives crashes; running the stage again resumes from its newest complete checkpoint. When training
+has reached `steps`, the job folder is published as <run>/pretrain/ (hard links: no copy of the checkpoints,
+and the job folder stays intact until the publish has succeeded) with the record (record.py) the compliance
+stage needs: tokens, steps, time, devices, device-hours, training FLOPs estimated two ways, and the checksums of
+the final checkpoint. Why a training process stopped comes from the failure file it writes (failure.py).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -22,15 +21,18 @@ from collections import deque
 from pathlib import Path
 from typing import Any, ClassVar
 
+from europa_model.checkpoints import complete_checkpoints
 from europa_model.devices import resolve_device
 from pipeline import progress
 from pipeline.config import REPO_ROOT
-from pipeline.manifest import Manifest, digest, sha256_files
-from pipeline.stage import StageContext, StageError, StageOutcome, Unit
+from pipeline.fsutil import sha256_files
+from pipeline.manifest import Manifest, digest
+from pipeline.stage import StageContext, StageError, StageOutcome
 from stages.pretrain import job as jobdir
 from stages.pretrain.config import PretrainConfig
+from stages.pretrain.failure import clear_failures, read_failure
+from stages.pretrain.record import PretrainRecord
 
-JOB = "job"
 SLURM_POLL_S = 60
 # what the published stage folder keeps of the job folder (seed checkpoints and comm traces stay behind)
 PUBLISHED = ("checkpoints", "metrics.jsonl", "segments.jsonl", "job_info.json", "train.log", "tb",
@@ -40,19 +42,21 @@ PUBLISHED = ("checkpoints", "metrics.jsonl", "segments.jsonl", "job_info.json", 
 class PretrainStage:
     name: ClassVar[str] = "pretrain"
     code_version: ClassVar[str] = "1"
+    long_job: ClassVar[bool] = True  # trains in ctx.job_dir, which evaluation reads while the job runs
 
     def input_signature(self, ctx: StageContext) -> Any:
         return None  # everything it reads is the upstream stages' published output
 
-    def plan(self, ctx: StageContext) -> list[Unit]:
-        return [Unit("train", {})]
+    def run(self, ctx: StageContext, out_dir: Path) -> StageOutcome:
+        job = self._train(ctx)
+        return self._publish(ctx, job, out_dir)
 
     # --- the job ------------------------------------------------------------------------------------------
-    def run_unit(self, ctx: StageContext, unit: Unit, out_dir: Path) -> dict[str, Any]:
+    def _train(self, ctx: StageContext) -> Path:
         settings: PretrainConfig = ctx.settings
-        job = ctx.work_dir / JOB
+        job = ctx.job_dir
         job.mkdir(parents=True, exist_ok=True)
-        done = jobdir.complete_checkpoints(job)
+        done = complete_checkpoints(job)
         if done and done[-1].step >= settings.steps:
             progress.note(self.name, f"job already reached step {done[-1].step}; nothing to train")
         elif settings.launcher == "slurm":
@@ -61,13 +65,13 @@ class PretrainStage:
             if done:
                 progress.note(self.name, f"resuming from {done[-1].name} of {job}")
             self._run_local(ctx, job)
-        final = jobdir.complete_checkpoints(job)
+        final = complete_checkpoints(job)
         if not final or final[-1].step < settings.steps:
             reached = final[-1].step if final else 0
             raise StageError(
                 f"stage pretrain: training ended at step {reached} of {settings.steps} without an error exit "
                 f"(ran out of data or was stopped); see {job / 'train.log'}; rerun to resume from the last checkpoint")
-        return {"job_dir": str(job), "final_step": final[-1].step}
+        return job
 
     def _command(self, ctx: StageContext, job: Path, *extra: str) -> list[str]:
         return [sys.executable, "-m", "stages.pretrain.entry", "--run-dir", str(ctx.run_dir.path), "--job-dir", str(job), *extra]
@@ -77,7 +81,7 @@ class PretrainStage:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         world = settings.parallelism.world_size
         if settings.launcher == "torchrun":
-            if resolve_device(settings.device) == "cpu" and not jobdir.complete_checkpoints(job) \
+            if resolve_device(settings.device) == "cpu" and not complete_checkpoints(job) \
                     and not (job / "seed" / "checkpoints" / "step-0" / ".metadata").exists():
                 progress.note(self.name, "writing a seed checkpoint (CPU ranks cannot initialise sharded experts differently)")
                 self._stream(self._command(ctx, job, "--seed-checkpoint"), env, job, "seed")
@@ -90,6 +94,7 @@ class PretrainStage:
 
     def _stream(self, cmd: list[str], env: dict, job: Path, what: str) -> None:
         """Run a training process, keep its output in train.log, show step lines at most every 2 s."""
+        clear_failures(job)
         tail: deque[str] = deque(maxlen=15)
         last_shown = 0.0
         with open(job / "train.log", "a", encoding="utf-8") as log:
@@ -112,39 +117,43 @@ class PretrainStage:
                     proc.kill()
                 raise
         if code != 0:
-            cause = next((t for t in reversed(tail) if "Error" in t or "europa pretrain:" in t), tail[-1] if tail else "")
-            diverged = re.search(r"Loss (?:is not finite|exploded) \((.*?)\) at step (\d+)", "\n".join(tail))
-            if diverged:
-                good = [c for c in jobdir.complete_checkpoints(job) if c.step < int(diverged.group(2))]
-                last = f"last good checkpoint {good[-1].path}" if good else "no checkpoint before it"
-                raise StageError(
-                    f"stage pretrain: training diverged at step {diverged.group(2)} ({diverged.group(1)}); {last}; "
-                    "lower [pretrain.optimizer] lr or lengthen [pretrain.schedule] warmup_steps "
-                    f"(full output: {job / 'train.log'})")
-            raise StageError(f"stage pretrain: {what} process exited with {code}: {cause.strip()[:300]} "
-                             f"(full output: {job / 'train.log'})")
+            raise self._failed(job, f"{what} process exited with {code}", tail[-1] if tail else "")
+
+    @staticmethod
+    def _failed(job: Path, what: str, last_line: str) -> StageError:
+        """The stage's error for processes that ended badly, from the failure they recorded (or, when they died
+        without a word, e.g. killed by a signal, the last line they printed)."""
+        failure = read_failure(job)
+        log = f"(full output: {job / 'train.log'})"
+        if failure is not None and failure.kind == "diverged":
+            good = [c for c in complete_checkpoints(job) if failure.step is None or c.step < failure.step]
+            last = f"last good checkpoint {good[-1].path}" if good else "no checkpoint before it"
+            return StageError(
+                f"stage pretrain: training diverged at step {failure.step} ({failure.message}); {last}; "
+                f"lower [pretrain.optimizer] lr or lengthen [pretrain.schedule] warmup_steps {log}")
+        cause = failure.message if failure is not None else last_line.strip()
+        return StageError(f"stage pretrain: {what}: {cause[:300]} {log}")
 
     def _follow_slurm(self, ctx: StageContext, job: Path) -> None:
         """Follow the job already submitted for this job folder (by `europa launch jupiter --submit` or an
         earlier run of this stage) while it is queued or running; otherwise submit one, which resumes from the
         newest checkpoint. Poll every minute: job state, new checkpoints, the latest logged step."""
-        from europa_model import jupiter
+        from stages.pretrain.launch import slurm
+        from stages.pretrain.launch.submit import submit_training_job
 
-        earlier = jupiter.submitted_jobs(job)
+        earlier = slurm.submitted_jobs(job)
         job_id = earlier[-1]["job_id"] if earlier else None
-        if job_id is None or jupiter.is_finished(jupiter.job_state(job_id)):
-            rendered = jupiter.render_job(ctx.config, ctx.run_dir.path, job, require_account=True)
-            script = rendered.write()
-            job_id = jupiter.submit(script)
-            jupiter.record_submission(job, job_id, script)
-            progress.note(self.name, f"submitted Slurm job {job_id} ({script}); following it")
+        if job_id is None or slurm.is_finished(slurm.job_state(job_id)):
+            clear_failures(job)
+            job_id, rendered = submit_training_job(ctx, record_attempt=False)
+            progress.note(self.name, f"submitted Slurm job {job_id} ({rendered.script_path}); following it")
         else:
             progress.note(self.name, f"following Slurm job {job_id}, submitted earlier for {job}")
-        seen: set[int] = {c.step for c in jobdir.complete_checkpoints(job)}
+        seen: set[int] = {c.step for c in complete_checkpoints(job)}
         last_step = None
         while True:
-            state = jupiter.job_state(job_id)
-            for c in jobdir.complete_checkpoints(job):
+            state = slurm.job_state(job_id)
+            for c in complete_checkpoints(job):
                 if c.step not in seen:
                     seen.add(c.step)
                     progress.note(self.name, f"job {job_id}: new checkpoint {c.name}")
@@ -153,29 +162,32 @@ class PretrainStage:
                 r, last_step = rows[-1], rows[-1]["step"]
                 progress.note(self.name, f"job {job_id} {state}: step {r['step']} loss {r.get('loss', float('nan')):.4f}, "
                                          f"{r.get('tokens_per_s_per_device', 0):,.0f} tokens/s per GPU")
-            if jupiter.is_finished(state):
+            if slurm.is_finished(state):
                 break
             time.sleep(SLURM_POLL_S)
         if state != "COMPLETED":
-            raise StageError(f"stage pretrain: Slurm job {job_id} ended {state}; see {job}/slurm-{job_id}.out; "
+            failure = read_failure(job)
+            if failure is not None and failure.kind == "diverged":
+                raise self._failed(job, f"Slurm job {job_id} ended {state}", "")
+            raise StageError(f"stage pretrain: Slurm job {job_id} ended {state}"
+                             + (f" ({failure.message[:300]})" if failure else "") + f"; see {job}/slurm-{job_id}.out; "
                              "rerun the stage to resubmit (it resumes from the newest checkpoint)")
 
     # --- publishing -----------------------------------------------------------------------------------------
-    def finalize(self, ctx: StageContext, results: dict[str, dict[str, Any]], out_dir: Path) -> StageOutcome:
-        job = Path(results["train"]["job_dir"])
+    def _publish(self, ctx: StageContext, job: Path, out_dir: Path) -> StageOutcome:
         for pattern in PUBLISHED:
             for src in sorted(job.glob(pattern)):
                 if src.is_dir():
                     shutil.copytree(src, out_dir / src.name, copy_function=os.link)
                 elif src.is_file():
                     os.link(src, out_dir / src.name)
-        statistics = training_statistics(ctx.settings, out_dir)
-        t, c = statistics["training"], statistics["compute"]
-        summary = {"steps": t["steps"], "tokens": t["tokens_seen"], "final loss": round(t["final_loss"], 4),
-                   "checkpoints": len(jobdir.complete_checkpoints(out_dir)), "FLOPs": f"{c['flops_analytic']:.2e}"}
-        ckpt = statistics["checkpoint"]  # its files are checksummed there already: no second read
-        checksums = {f["path"]: f["sha256"] for f in ckpt["files"]}
-        return StageOutcome(statistics=statistics, summary=summary, checksums=checksums)
+        record = training_statistics(ctx.settings, out_dir)
+        t, c = record.training, record.compute
+        summary = {"steps": t.steps, "tokens": t.tokens_seen, "final loss": round(t.final_loss, 4),
+                   "checkpoints": len(complete_checkpoints(out_dir)), "FLOPs": f"{c.flops_analytic:.2e}"}
+        # the final checkpoint's files are checksummed in the record already: no second read
+        checksums = {f.path: f.sha256 for f in record.checkpoint.files}
+        return StageOutcome(statistics=record, summary=summary, checksums=checksums)
 
     def summary_markdown(self, manifest: Manifest) -> str:
         s = manifest.statistics
@@ -192,24 +204,22 @@ class PretrainStage:
         ])
 
 
-def training_statistics(settings: PretrainConfig, folder: Path) -> dict[str, Any]:
-    """The manifest's statistics from a finished job folder (contract read by compliance; see docs)."""
+def training_statistics(settings: PretrainConfig, folder: Path) -> PretrainRecord:
+    """The stage's record from a finished job folder (the contract compliance reads: record.py)."""
     from europa_model.flavors import FLAVORS, count_parameters
     from europa_model.flops import training_flops_per_token
 
     info = jobdir.job_info(folder)
     rows = jobdir.metrics(folder)
     segs = jobdir.segments(folder)
-    final = jobdir.complete_checkpoints(folder)[-1]
+    final = complete_checkpoints(folder)[-1]
     if not info or not rows:
         raise StageError(f"stage pretrain: {folder} lacks job_info.json or metrics.jsonl; the job did not start "
                          "properly; rerun with --force")
     f = FLAVORS[settings.flavor]
     counts = count_parameters(settings.flavor, info["vocab_size"])
-    p = settings.parallelism
-    dp = p.data_parallel_replicate * p.shard_degree
-    global_batch = settings.global_batch_size or settings.local_batch_size * dp
-    tokens = final.step * global_batch * settings.seq_len
+    global_batch = settings.global_batch
+    tokens = final.step * settings.tokens_per_step
     per_token = training_flops_per_token(settings.flavor, info["vocab_size"], settings.seq_len)
     wall = sum(s["end"] - s["start"] for s in segs)
     device_seconds = sum((s["end"] - s["start"]) * s["world_size"] for s in segs)
@@ -222,8 +232,8 @@ def training_statistics(settings: PretrainConfig, folder: Path) -> dict[str, Any
     ckpt_files = [p_ for p_ in sorted(final.path.rglob("*")) if p_.is_file()]
     files = [{"path": p_.relative_to(folder).as_posix(), "sha256": sha, "bytes": p_.stat().st_size}
              for p_, sha in zip(ckpt_files, sha256_files(ckpt_files))]
-    planned_tokens = settings.steps * global_batch * settings.seq_len
-    return {
+    planned_tokens = settings.planned_tokens
+    return PretrainRecord.model_validate({
         "model": {
             "flavor": settings.flavor,
             "architecture": "decoder-only transformer, Mixture-of-Experts (DeepSeek-V3 / Kimi-K2 layers: MLA attention, "
@@ -259,4 +269,4 @@ def training_statistics(settings: PretrainConfig, folder: Path) -> dict[str, Any
         "checkpoint": {"final_step": final.step, "path": f"checkpoints/{final.name}",
                        "sha256": digest([(x["path"], x["sha256"]) for x in files]), "files": files},
         "projection": {"planned_tokens": planned_tokens, "planned_flops": planned_tokens * per_token["total"]},
-    }
+    })

@@ -30,7 +30,7 @@ from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC  # 
 from torchtitan.models.common.config_utils import decoder_vocab_size  # noqa: E402
 from torchtitan.trainer import Trainer  # noqa: E402
 
-from europa_model.dataloader import EuropaShardsDataLoader  # noqa: E402
+from europa_model.data.loader import EuropaShardsDataLoader  # noqa: E402
 from europa_model.flavors import model_registry  # noqa: E402
 from europa_model.metrics import EuropaMetricsProcessor  # noqa: E402
 from stages.pretrain.config import PretrainConfig  # noqa: E402
@@ -147,4 +147,5 @@ def _optimizer(settings: PretrainConfig, model_spec) -> OptimizersContainer.Conf
             param_groups=[ParamGroupConfig(pattern=r".*", optimizer_name="AdamW", optimizer_kwargs=adamw)])
     from europa_model.optimizers import dist_muon_optimizer
 
-    return dist_muon_optimizer(model_spec.model, o)
+    return dist_muon_optimizer(model_spec.model, lr=o.lr, weight_decay=o.weight_decay, betas=(o.beta1, o.beta2),
+                               eps=o.eps, momentum=o.muon_momentum, ns_steps=o.muon_ns_steps)

@@ -16,21 +16,23 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.manifest import Manifest
-from pipeline.stage import StageContext, StageError, StageOutcome, Unit
+from pipeline.stage import StageContext, StageError, StageOutcome, StepResults, Unit
 from stages.shards.config import ShardsConfig
 
 SPLITS = ("train", "val")
+TOKENIZE = "tokenize"  # the step that tokenizes one ingest Parquet file per unit
 EXACT_SPLIT_BELOW_DOCS = 1_000_000  # smaller languages get an exact validation count (read their ids once)
 
 
 class ShardsStage:
     name = "shards"
     code_version = "1"
+    steps = (TOKENIZE,)
 
     def input_signature(self, ctx: StageContext) -> Any:
         return None
 
-    def plan(self, ctx: StageContext) -> list[Unit]:
+    def plan(self, ctx: StageContext, step: str, done: StepResults) -> list[Unit]:
         import pyarrow.parquet as pq
 
         from stages.shards.tokenize import split_hash
@@ -40,7 +42,8 @@ class ShardsStage:
         units = []
         for lang in ctx.config.run.languages:
             files = sorted((ingest_dir / "data" / lang).glob("part-*.parquet"))
-            n_docs = ctx.upstream["ingest"].statistics["per_language"].get(lang, {}).get("kept", 0)
+            counts = ctx.record("ingest").per_language.get(lang)
+            n_docs = counts.kept if counts else 0
             if n_docs == 0:
                 raise StageError(f"stage shards: ingest kept no documents for {lang}; fix its sources or remove it from [run].languages")
             threshold = int(cfg.val_fraction * 2**64)
@@ -65,12 +68,14 @@ class ShardsStage:
             raise StageError(f"stage shards: {e}; retrain it (europa stage tokenizer --force)") from None
         return {"lang": unit.payload["lang"], "shards": records}
 
-    def finalize(self, ctx: StageContext, results: dict[str, dict[str, Any]], out_dir: Path) -> StageOutcome:
+    def finalize(self, ctx: StageContext, done: StepResults, out_dir: Path) -> StageOutcome:
         import sentencepiece as spm
 
         from stages.mixture import allocate
+        from stages.shards.record import ShardsRecord
 
         cfg = self._settings(ctx)
+        results = done[TOKENIZE]
         sp = spm.SentencePieceProcessor(model_file=str(ctx.upstream_dir("tokenizer") / "tokenizer.model"))
         counters: dict[tuple[str, str], int] = defaultdict(int)
         per_lang: dict[str, dict[str, int]] = {lang: {f"{s}_{k}": 0 for s in SPLITS for k in ("tokens", "docs", "shards")}
@@ -84,7 +89,7 @@ class ShardsStage:
                 counters[(split, lang)] += 1
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 for ext in (".bin", ".idx", ".ids"):
-                    os.replace(ctx.work_dir / uid / f"{rec['name']}{ext}", dest.with_suffix(ext))
+                    os.replace(ctx.unit_dir(TOKENIZE, uid) / f"{rec['name']}{ext}", dest.with_suffix(ext))
                 rel = dest.relative_to(out_dir).as_posix()
                 shards.append({"path": rel, "split": split, "lang": lang, **{k: rec[k] for k in ("dtype", "tokens", "docs", "sha256_bin", "sha256_idx")}})
                 tokens_out[f"{rel}.bin"] = rec["tokens"]
@@ -116,8 +121,9 @@ class ShardsStage:
         (out_dir / "mixture.json").write_text(json.dumps(mixture, indent=2) + "\n")
 
         totals = {k: sum(s[k] for s in per_lang.values()) for k in ("train_tokens", "train_docs", "val_tokens", "val_docs")}
-        statistics = {"totals": totals, "per_language": per_lang, "dtype": index["dtype"], "vocab_size": index["vocab_size"],
-                      "shards": len(shards), "mixture": mixture, "languages_without_validation": no_val}
+        statistics = ShardsRecord.model_validate({
+            "totals": totals, "per_language": per_lang, "dtype": index["dtype"], "vocab_size": index["vocab_size"],
+            "shards": len(shards), "mixture": mixture, "languages_without_validation": no_val})
         summary = {"train tokens": totals["train_tokens"], "val tokens": totals["val_tokens"], "shards": len(shards), "languages": len(per_lang)}
         return StageOutcome(statistics=statistics, summary=summary, tokens=tokens_out)
 

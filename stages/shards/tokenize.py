@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stages.shards.format import ShardWriter, token_dtype
+from europa_model.data.format import ShardWriter, token_dtype
 
 
 class RoundTripError(ValueError):

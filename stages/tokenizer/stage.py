@@ -12,14 +12,18 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import progress
-from pipeline.manifest import Manifest, sha256_file
-from pipeline.stage import StageContext, StageError, StageOutcome, Unit
+from pipeline.fsutil import sha256_file
+from pipeline.manifest import Manifest
+from pipeline.stage import StageContext, StageError, StageOutcome, StepResults, Unit
 from stages.tokenizer.config import TokenizerConfig
+
+SAMPLES = "samples"  # the step that writes one language's sample per unit
 
 
 class TokenizerStage:
     name = "tokenizer"
     code_version = "1"
+    steps = (SAMPLES,)
 
     def input_signature(self, ctx: StageContext) -> Any:
         path = self._settings(ctx).report.parallel_path
@@ -27,12 +31,12 @@ class TokenizerStage:
             return None
         return sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in Path(path).iterdir() if p.is_file())
 
-    def plan(self, ctx: StageContext) -> list[Unit]:
+    def plan(self, ctx: StageContext, step: str, done: StepResults) -> list[Unit]:
         from stages.tokenizer.sample import plan_sample
 
         cfg = self._settings(ctx)
-        per_lang = ctx.upstream["ingest"].statistics["per_language"]
-        available = {lang: int(per_lang.get(lang, {}).get("kept_chars", 0)) for lang in ctx.config.run.languages}
+        per_lang = ctx.record("ingest").per_language
+        available = {lang: per_lang[lang].kept_chars if lang in per_lang else 0 for lang in ctx.config.run.languages}
         empty = [lang for lang, chars in available.items() if chars == 0]
         if empty:
             raise StageError(
@@ -53,16 +57,17 @@ class TokenizerStage:
         written = write_language_sample(files, share, ctx.config.run.seed, cfg.sample.max_line_chars, out_dir / "sample.txt")
         return {**p, **written, "sha256": sha256_file(out_dir / "sample.txt")}
 
-    def finalize(self, ctx: StageContext, results: dict[str, dict[str, Any]], out_dir: Path) -> StageOutcome:
+    def finalize(self, ctx: StageContext, done: StepResults, out_dir: Path) -> StageOutcome:
         from stages.tokenizer.hf_export import check_equivalence, export_hf
+        from stages.tokenizer.record import TokenizerRecord
         from stages.tokenizer.report import measure, write_reports
         from stages.tokenizer.sample import LanguageShare, rebalance, write_language_sample
         from stages.tokenizer.train import special_tokens
 
         cfg = self._settings(ctx)
-        languages = ctx.config.run.languages
+        results = done[SAMPLES]
         texts, description, parallel, missing = self._evaluation_text(ctx, cfg)
-        samples = [ctx.work_dir / uid / "sample.txt" for uid in sorted(results)]
+        samples = [ctx.unit_dir(SAMPLES, uid) / "sample.txt" for uid in sorted(results)]
         sample_stats = {r["lang"]: {k: r[k] for k in ("available_chars", "target_chars", "passes", "chars", "lines", "documents", "sha256")}
                         for r in results.values()}
         model = self._train(ctx, cfg, samples, sum(r["lines"] for r in results.values()), out_dir)
@@ -108,7 +113,7 @@ class TokenizerStage:
                              f"{cfg.report.max_parity}; raise vocab_size or the sample budget for these languages, or relax the gate")
 
         parities = {lang: m["parity"] for lang, m in metrics.items() if m["parity"] is not None}
-        statistics = {
+        statistics = TokenizerRecord.model_validate({
             "sample": {"policy": cfg.sample.policy, "budget_chars": cfg.sample.budget_chars, "max_passes": cfg.sample.max_passes,
                        "per_language": sample_stats, "rebalance_rounds": rounds,
                        "total_chars": sum(s["chars"] for s in sample_stats.values()),
@@ -119,8 +124,8 @@ class TokenizerStage:
             "hf_equivalence_checked_texts": sum(len(t) for t in texts.values()),
             "metrics": metrics,
             "missing_languages": missing,
-        }
-        summary = {"vocab": cfg.vocab_size, "languages": len(metrics), "sample MB": round(statistics["sample"]["total_chars"] / 1e6, 2)}
+        })
+        summary = {"vocab": cfg.vocab_size, "languages": len(metrics), "sample MB": round(statistics.sample.total_chars / 1e6, 2)}
         if parities:
             worst = max(parities, key=parities.__getitem__)
             summary["worst parity"] = f"{worst} {parities[worst]:.2f}"

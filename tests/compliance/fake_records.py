@@ -1,8 +1,8 @@
 """Records for the compliance tests: a real ingest/tokenizer/shards run plus pretrain and evaluate manifests.
 
-The pretrain and evaluate stages are being built in parallel (issues 5 and 6), so their manifests are written
-here by hand, with exactly the keys of the contract the pretrain stage will write (see the compliance
-section of docs/architecture.md). Once those stages exist, a slow test can run them for real instead.
+The pretrain and evaluate manifests are written here by hand (training takes minutes), with statistics that
+must validate against the stages' record models (stages/pretrain/record.py, stages/evaluate/record.py), so
+the fake cannot drift from the contract; tests/compliance/test_compliance_real_pretrain.py runs them for real.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def pretrain_statistics(*, flops: float | None = None, projected: float | None =
     tokens = 100 * 8 * 256
     per_token = 2_495_232
     analytic = float(flops if flops is not None else per_token * tokens)
-    return {
+    return _validated("pretrain", {
         "model": {"flavor": "tiny", "architecture": "decoder-only transformer, Mixture-of-Experts (DeepSeek-V3 / Kimi-K2 layers: MLA attention, "
                                                     "8 routed experts top-2 + 1 shared, first 1 layers dense), built with torchtitan", "vocab_size": 800,
                   "total_params": 812_352, "active_params": 601_216, "active_matmul_params": 409_216, "dim": 64, "n_layers": 3,
@@ -40,22 +40,33 @@ def pretrain_statistics(*, flops: float | None = None, projected: float | None =
         "training": {"steps": 100, "tokens_seen": tokens, "seq_len": 256, "global_batch_size": 8, "optimizer": "adamw", "lr": 0.003,
                      "wall_time_s": 95.25, "device_type": "cpu", "device_name": "cpu", "device_count": 1, "nodes": 1,
                      "device_hours": 95.25 / 3600, "launcher": "local", "final_loss": 5.125, "precision": "float32",
-                     "torch_version": "2.13.0", "torchtitan_version": "0.3.0"},
-        "compute": {"flops_per_token": per_token, "flops_analytic": analytic, "flops_attention": analytic * 0.02,
+                     "torch_version": "2.13.0", "torchtitan_version": "0.3.0", "segments": 1, "first_loss": 8.75,
+                     "tokens_per_s_per_device": 2150.5, "peak_memory_gib": 0.5},
+        "compute": {"flops_per_token": per_token, "flops_per_token_matmul": 6 * 409_216,
+                    "flops_per_token_attention": per_token - 6 * 409_216, "flops_analytic": analytic, "flops_attention": analytic * 0.02,
                     "flops_hardware": analytic * 0.9, "peak_flops_per_device": 1.0e11, "peak_flops_source": "measured matmul rate on CPU",
                     "mfu": 0.05, "agreement": 0.9, "method_analytic": "6 x active matmul parameters x tokens + attention",
                     "method_hardware": "devices x seconds x peak FLOP/s x measured utilisation"},
         "checkpoint": {"final_step": 100, "path": "checkpoints/step-100", "sha256": "ab" * 32,
                        "files": [{"path": "checkpoints/step-100/__0_0.distcp", "sha256": "cd" * 32, "bytes": 9_876_543}]},
         "projection": {"planned_tokens": tokens, "planned_flops": float(projected if projected is not None else analytic)},
-    }
+    })
 
 
 def evaluate_statistics(langs: list[str]) -> dict[str, Any]:
-    return {"latest_step": 100, "checkpoints_evaluated": [25, 50, 75, 100],
-            "per_language": {lang: {"val_loss": 5.25 + i / 8, "val_bits_per_byte": 2.5 + i / 16, "val_token_accuracy": 0.125}
-                             for i, lang in enumerate(langs)},
-            "eval_sets": ["val"], "flagged": []}
+    return _validated("evaluate", {
+        "latest_step": 100, "checkpoints_evaluated": [25, 50, 75, 100],
+        "per_language": {lang: {"val_loss": 5.25 + i / 8, "val_bits_per_byte": 2.5 + i / 16, "val_token_accuracy": 0.125}
+                         for i, lang in enumerate(langs)},
+        "eval_sets": ["val"], "flagged": [], "missing": {"val": []}, "sources": {"val": {lang: "shards/val" for lang in langs}},
+        "regression_threshold": 0.05, "method": "bits per byte = NLL / (UTF-8 bytes x ln 2)", "skipped": []})
+
+
+def _validated(stage: str, statistics: dict[str, Any]) -> dict[str, Any]:
+    """The statistics as the stage's record model accepts and dumps them (a fake that drifts fails here)."""
+    from pipeline.registry import record_model
+
+    return record_model(stage).model_validate(statistics).model_dump(mode="json", exclude_unset=True)
 
 
 def _manifest(stage: str, config: dict, upstream: dict, statistics: dict, at: str) -> Manifest:

@@ -26,7 +26,7 @@ REQUIRED = {
     compute_check.DOC_ID: compute_check.REQUIRED,
 }
 RECORD = ("ingest/manifest.json: ", "tokenizer/manifest.json: ", "shards/manifest.json: ", "pretrain/manifest.json: ",
-          "evaluate/manifest.json: ", "run config [compliance", "pipeline code: ", "Art. ", "stages/ingest/pii.py")
+          "evaluate/manifest.json: ", "run config [compliance", "pipeline code: ", "Art. ", "stages/ingest/record.py")
 
 
 def test_demo_declarations_leave_nothing_open_and_every_item_is_traced(run, demo_settings, tmp_path):
@@ -116,25 +116,45 @@ def test_a_missing_declaration_is_listed_and_strict_fails(run, tmp_path):
     stage = ComplianceStage()
     out = tmp_path / "staging"
     out.mkdir()
-    stage.finalize(_ctx(run, settings), {}, out)  # not strict: published with the open item
+    stage.run(_ctx(run, settings), out)  # not strict: published with the open item
     assert (out / "open_items.md").exists()
     strict = settings.model_copy(update={"strict": True})
     with pytest.raises(StageError, match=r"1 open item\(s\) while \[compliance\] strict = true: set \[compliance.model\] licence"):
-        stage.finalize(_ctx(run, strict), {}, tmp_path / "strict")
+        stage.run(_ctx(run, strict), tmp_path / "strict")
 
 
-def test_missing_and_masked_records_become_open_items(run, demo_settings):
-    write_pretrain(run, drop=("model.context_length",))
-    edit_manifest(run, "shards", lambda m: m["statistics"]["totals"].update(train_tokens="***"))
+def test_a_stage_that_did_not_run_becomes_open_items(run, demo_settings):
     shutil.rmtree(run / "evaluate")
     bundle = generate(RunDir(run), demo_settings)
     needs = [i.need for i in bundle.open_items]
-    assert "pretrain/manifest.json: statistics.model.context_length (absent in the record)" in needs
-    assert ("shards/manifest.json: statistics.totals.train_tokens (masked by the secrets filter (a key name that looks secret) "
-            "in the record)") in needs
     assert "the evaluate stage's record (evaluate/manifest.json): run the evaluate stage" in needs
-    assert bundle.form["model_properties"]["input_max_tokens"] is None
-    assert "OPEN" in bundle.files["public_summary.md"]
+    assert "OPEN" in bundle.files["annex_xi_technical_documentation.md"]
+
+
+def test_a_record_that_breaks_its_contract_fails_naming_the_field(run, demo_settings):
+    """A missing, renamed or masked field of a typed record is an error, never a silent open item (issue 13)."""
+    from pipeline.records import RecordError
+
+    write_pretrain(run, drop=("model.context_length",))
+    with pytest.raises(RecordError, match=r"pretrain/manifest.json: statistics.model.context_length: Field required; .*"
+                                          r"europa stage pretrain --force"):
+        generate(RunDir(run), demo_settings)
+    write_pretrain(run)
+    edit_manifest(run, "shards", lambda m: m["statistics"]["totals"].update(train_tokens="***"))
+    with pytest.raises(RecordError, match=r"shards/manifest.json: statistics.totals.train_tokens: Input should be a valid integer"):
+        generate(RunDir(run), demo_settings)
+
+
+def test_a_field_the_documents_ask_for_must_exist_in_the_record_model(run, demo_settings):
+    from stages.compliance.facts import Records
+
+    rec = Records.load(RunDir(run), demo_settings)
+    assert rec.pretrain.model.context_length.value == 256
+    with pytest.raises(AttributeError, match=r"ModelFacts \(stages/pretrain/record.py\) has no field 'context_len'"):
+        rec.pretrain.model.context_len  # noqa: B018
+    shutil.rmtree(run / "pretrain")
+    with pytest.raises(AttributeError, match="has no field 'context_len'"):  # checked even when the stage is absent
+        Records.load(RunDir(run), demo_settings).pretrain.model.context_len  # noqa: B018
 
 
 def test_crawled_source_needs_the_crawler_declarations(run, demo_settings):
@@ -175,8 +195,15 @@ def test_demo_config_section_is_valid_and_labelled_demo():
 
 
 def _ctx(run: Path, settings) -> StageContext:
+    """What the executor hands the stage: the upstream manifests and their validated records."""
+    from pipeline.records import load_record
+    from stages.compliance.facts import RECORD_STAGES
+
+    rd = RunDir(run)
     config = PipelineConfig(RunConfig(), OrchestrationConfig(engine="local"), {"compliance": settings}, None)
-    return StageContext(RunDir(run), config, "compliance", "test", {})
+    upstream = {s: m for s in RECORD_STAGES if (m := rd.manifest(s)) is not None}
+    records = {s: load_record(rd, s, m, "compliance") for s, m in upstream.items()}
+    return StageContext(rd, config, "compliance", "test", upstream, records)
 
 
 def test_registered_stage_config_errors_and_summary(run, demo_settings, tmp_path):
@@ -194,7 +221,8 @@ def test_registered_stage_config_errors_and_summary(run, demo_settings, tmp_path
     with pytest.raises(ConfigError, match=r"\[compliance.model.release_date\]: must be a date"):
         load_config(bad)
 
-    outcome = ComplianceStage().finalize(_ctx(run, demo_settings), {}, tmp_path / "out")
-    assert outcome.summary["open items"] == 0 and outcome.statistics["compute"]["presumed_systemic_risk"] is False
-    text = ComplianceStage().summary_markdown(SimpleNamespace(statistics=outcome.statistics))
+    (tmp_path / "out").mkdir()
+    outcome = ComplianceStage().run(_ctx(run, demo_settings), tmp_path / "out")
+    assert outcome.summary["open items"] == 0 and outcome.statistics.compute.presumed_systemic_risk is False
+    text = ComplianceStage().summary_markdown(SimpleNamespace(statistics=outcome.statistics.model_dump(mode="json")))
     assert text.startswith("# compliance: 6 documents, 0 open item(s)") and "below the 1e25 FLOP presumption" in text

@@ -18,7 +18,7 @@ from pipeline.config import load_config
 from pipeline.rundir import RunDir
 from stages.evaluate.results import changes
 from stages.evaluate.runner import evaluate_run
-from stages.shards.reader import open_shards
+from europa_model.data.streams import open_shards
 from tests.runs import LANGS
 
 LANG_LIST = json.loads(LANGS)
@@ -187,3 +187,21 @@ def test_scheduled_deployment_evaluates_exactly_the_new_checkpoints(prefect_harn
     assert trigger()["evaluated"] == []
     shutil.copy2(run_dir / "pretrain" / "checkpoints" / "step-6" / ".metadata", run_dir / "pretrain" / "checkpoints" / "step-12")
     assert trigger()["evaluated"] == [12]
+
+
+def test_live_checkpoints_of_an_unpublished_job_are_found(tmp_path):
+    """Evaluation beside training: the checkpoints of the job still training (in .work) count, complete ones only."""
+    from pipeline.rundir import RunDir
+    from stages.evaluate.runner import run_checkpoints
+
+    rd = RunDir(tmp_path / "run")
+    rd.record_attempt("pretrain", "running", "ab" * 32, job_dir=rd.job_dir("pretrain", "ab" * 32))
+    job = rd.job_dir("pretrain", "ab" * 32) / "checkpoints"
+    for step, complete in ((10, True), (20, True), (30, False)):
+        (job / f"step-{step}").mkdir(parents=True)
+        if complete:
+            (job / f"step-{step}" / ".metadata").write_bytes(b"x")
+    published = rd.stage_dir("pretrain") / "checkpoints" / "step-5"
+    published.mkdir(parents=True)
+    (published / ".metadata").write_bytes(b"x")
+    assert [c.step for c in run_checkpoints(rd)] == [5, 10, 20]

@@ -2,7 +2,8 @@
 
 import pytest
 
-from stages.ingest.pii import PII_KINDS, PiiConfig, redact_pii
+from stages.ingest.pii import PiiConfig, redact_pii
+from stages.ingest.record import PII_KINDS
 
 CFG = PiiConfig()
 

@@ -14,7 +14,8 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.config import REPO_ROOT, ConfigError, load_config
-from pipeline.manifest import sha256_file
+from europa_model.checkpoints import complete_checkpoints
+from pipeline.fsutil import sha256_file
 from stages.pretrain import job as jobdir
 from tests.runs import make_run
 
@@ -34,7 +35,7 @@ def test_trains_checkpoints_and_records(trained):
     m = json.loads((out / "manifest.json").read_text())
     s = m["statistics"]
     # two checkpoints (interval 3), complete DCP folders with the full training state
-    assert [c.name for c in jobdir.complete_checkpoints(out)] == ["step-3", "step-6"]
+    assert [c.name for c in complete_checkpoints(out)] == ["step-3", "step-6"]
     assert s["checkpoint"]["path"] == "checkpoints/step-6"
     outputs = {o["path"]: o["sha256"] for o in m["outputs"]}
     for f in s["checkpoint"]["files"]:
@@ -77,14 +78,14 @@ def test_resumes_from_latest_checkpoint_after_a_crash(tmp_path, data_run, udhr_d
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         jobs = list((run_dir / ".work" / "pretrain").glob("*/job"))
-        if jobs and any(c.step == 3 for c in jobdir.complete_checkpoints(jobs[0])):
+        if jobs and any(c.step == 3 for c in complete_checkpoints(jobs[0])):
             job = jobs[0]
             break
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert job is not None, "training never wrote its step-3 checkpoint"
-    if any(c.step == 6 for c in jobdir.complete_checkpoints(job)):
+    if any(c.step == 6 for c in complete_checkpoints(job)):
         pytest.skip("training finished before it could be interrupted")
 
     assert main(["status", "--config", str(cfg), "--run-dir", str(run_dir)]) == 0
@@ -155,21 +156,3 @@ def test_divergence_stops_naming_the_step_and_the_last_good_checkpoint(tmp_path,
     step = int(err.split("at step ")[1].split()[0])
     assert (f"last good checkpoint {run_dir}" in err and f"step-{step - 1}" in err) or "no checkpoint before it" in err
     assert not (run_dir / "pretrain").exists()  # nothing published
-
-
-def test_live_checkpoints_of_an_unpublished_job_are_found(tmp_path):
-    """Evaluation beside training: the checkpoints of the job still training (in .work) count, complete ones only."""
-    from pipeline.rundir import RunDir
-    from stages.pretrain.job import run_checkpoints
-
-    rd = RunDir(tmp_path / "run")
-    rd.write_state("pretrain", status="running", at="2026-01-01T00:00:00+00:00", fingerprint="ab" * 32)
-    job = rd.work_dir("pretrain", "ab" * 32) / "job" / "checkpoints"
-    for step, complete in ((10, True), (20, True), (30, False)):
-        (job / f"step-{step}").mkdir(parents=True)
-        if complete:
-            (job / f"step-{step}" / ".metadata").write_bytes(b"x")
-    published = rd.stage_dir("pretrain") / "checkpoints" / "step-5"
-    published.mkdir(parents=True)
-    (published / ".metadata").write_bytes(b"x")
-    assert [c.step for c in run_checkpoints(rd)] == [5, 10, 20]

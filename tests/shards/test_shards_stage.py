@@ -13,8 +13,9 @@ import pytest
 import sentencepiece as spm
 
 from pipeline.cli import main
-from stages.shards.format import ShardError, token_dtype
-from stages.shards.reader import LanguageStream, MixtureStream, PackedSequences, open_shards
+from europa_model.data.format import ShardError, token_dtype
+from europa_model.data.packing import PackedSequences
+from europa_model.data.streams import LanguageStream, MixtureStream, open_shards
 from tests.conftest import udhr_source, write_config
 
 LANGS = '["de", "el", "ga", "mt", "bg", "fi"]'
@@ -138,7 +139,7 @@ def test_torchtitan_dataloader_state_round_trip(run):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
-    from europa_model.dataloader import EuropaShardsDataLoader
+    from europa_model.data.loader import EuropaShardsDataLoader
 
     cfg = EuropaShardsDataLoader.Config(dataset_path=str(run / "shards"), seed=11)
     build = lambda rank=0, world=1: cfg.build(dp_world_size=world, dp_rank=rank, tokenizer=None, seq_len=64, local_batch_size=3)  # noqa: E731
@@ -167,7 +168,7 @@ def test_rerun_skips_and_dtype_choice(run, capsys):
 def test_global_order_gives_the_same_global_batches_at_any_rank_count(run):
     import torch
 
-    from europa_model.dataloader import EuropaShardsDataLoader
+    from europa_model.data.loader import EuropaShardsDataLoader
 
     def batches(world, rank, local, order="global", n=3):
         cfg = EuropaShardsDataLoader.Config(dataset_path=str(run / "shards"), seed=11, order=order)

@@ -1,28 +1,23 @@
-"""Reading packed training sequences from the shards: the mixture, the per-rank slice, exact resume.
+"""Reading documents from the shards: the mixture of languages, the per-rank slice, exact resume.
 
-Three small pieces, each with a state that fits in a few integers:
+Two small pieces, each with a state that fits in a few integers (packing them into rows: packing.py):
 - `LanguageStream` walks one language's documents for one data-parallel rank: per epoch a seeded order of
   the shards, and within a shard a seeded order of its documents of which the rank takes every W-th. Ranks
   therefore see disjoint documents, and memory stays O(one shard's document count).
 - `MixtureStream` draws the language of the k-th document from a counter-based hash of (seed, rank, k)
   against the mixture weights: no RNG state to save, the same draws after a restore.
-- `PackedSequences` packs documents (BOS + tokens + EOS) into fixed-length rows the way torchtitan's text
-  datasets do: inputs and labels shift *within* a document, positions restart at each document (and at the
-  start of each row), so attention can be masked per document. Its state is the stream state before the oldest document still buffered plus
-  how many of its tokens were already emitted: restoring replays nothing but that one document.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 from bisect import bisect_right
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
-from stages.shards.format import Shard, ShardError
+from europa_model.data.format import Shard, ShardError
 
 _MASK64 = (1 << 64) - 1
 
@@ -115,66 +110,3 @@ class MixtureStream:
         self.draws = state["draws"]
         for lang, s in state["streams"].items():
             self.streams[lang].restore(s)
-
-
-class PackedSequences:
-    """Rows of `seq_len` (input, label, position) tokens from a MixtureStream; see the module docstring."""
-
-    def __init__(self, stream: MixtureStream, seq_len: int, bos_id: int):
-        self.stream, self.seq_len, self.bos = stream, seq_len, bos_id
-        # Buffered documents, oldest first: (draws before, language, its stream state before, tokens). Enough
-        # to roll the stream back to just before the oldest one, without snapshotting all languages per draw.
-        self._buffered: list[tuple[int, str, list[int], np.ndarray]] = []
-        self._head = 0  # input/label pairs of the oldest buffered document already emitted
-        self._arange = np.arange(seq_len, dtype=np.int64)
-        self.rows = 0
-
-    def _fetch(self) -> None:
-        draws = self.stream.draws
-        lang, before, doc = self.stream.next_doc()
-        self._buffered.append((draws, lang, before, doc))
-
-    def next_row(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        n = self.seq_len
-        inputs, labels, positions = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
-        filled = 0
-        while filled < n:
-            if not self._buffered:
-                self._fetch()
-            doc = self._buffered[0][3]
-            a = self._head  # document with BOS in front: pair j is (virt[j], virt[j + 1]), virt[0] = BOS
-            take = min(n - filled, len(doc) - a)
-            if a == 0:
-                inputs[filled] = self.bos
-                inputs[filled + 1 : filled + take] = doc[: take - 1]
-            else:
-                inputs[filled : filled + take] = doc[a - 1 : a - 1 + take]
-            labels[filled : filled + take] = doc[a : a + take]
-            # Positions restart at 0 in every segment: a segment starts a document or is the row's first,
-            # continuing one, which torchtitan's document mask needs to start at 0 too (its text datasets
-            # normalize the same way). Attention never crosses rows, so nothing is lost.
-            positions[filled : filled + take] = self._arange[:take]
-            self._head += take
-            filled += take
-            if self._head == len(doc):
-                self._buffered.pop(0)
-                self._head = 0
-        self.rows += 1
-        return inputs, labels, positions
-
-    def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        while True:
-            yield self.next_row()
-
-    def state_dict(self) -> dict[str, Any]:
-        state = self.stream.state()
-        for draws, lang, before, _ in reversed(self._buffered):  # roll back to before the oldest buffered doc
-            state["draws"], state["streams"][lang] = draws, list(before)
-        return {"stream": state, "head": self._head, "rows": self.rows}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.stream.restore(copy.deepcopy(state["stream"]))
-        self._buffered, self._head, self.rows = [], 0, state["rows"]
-        if state["head"]:
-            self._fetch()
-            self._head = state["head"]

@@ -1,16 +1,7 @@
-"""Memory and throughput planner for the EUROPA MoE: per-GPU memory on a GH200, FLOPs, utilisation, days.
+"""Per-GPU memory of a training layout: persistent state, FSDP buffers, activations, loss, optimizer step.
 
-Everything here is an ESTIMATE from the model's shape and the configured layout, made before a job is
-queued; it is not a measurement. It is good for "does this layout fit, and roughly with how much room",
-for comparing switches (activation checkpointing, offload, unshard_async_op, EP degree) and for the
-compute figures of the compliance documents; the job's own metrics (torchtitan's memory and MFU lines,
-`<job>/metrics.jsonl`) are the truth once it runs. `europa plan` prints it; `europa launch jupiter` refuses a
-layout whose estimate does not fit in HBM.
-
-Model (all per GPU, for one micro-step of `local_batch_size x seq_len` tokens)
--------------------------------------------------------------------------------
-Parameters come from `europa_model.flavors.count_parameters` (the model on the meta device), cached per
-process.
+An ESTIMATE from the model's shape and the configured layout (report.py says what it is good for). Model (all
+per GPU, for one micro-step of `local_batch_size x seq_len` tokens):
 
 Sharding, as torchtitan 0.3.0 lays it out (`ParallelDims`, `apply_fsdp`): the non-expert parameters are
 sharded over FSDP (`data_parallel_shard`) and TP; the routed experts are first spread over EP, then each EP
@@ -78,129 +69,23 @@ against 96 GiB of HBM per GH200 (NVIDIA's "96 GB" are binary, as an "80 GB" H100
 when the peak leaves >= 10% of HBM free (allocator fragmentation is not modelled), tight when under 10% is
 left, does not fit when over HBM. Host memory per GPU: 120 GB LPDDR5X per Grace on JUPITER compute nodes,
 one Grace per GPU, minus 16 GiB for the OS, psslurm, the rank's Python and data loader.
-
-FLOPs per token (torchtitan's own formula, `get_moe_model_nparams_and_flops`, so the planner's utilisation
-matches the trainer's MFU line): 6 x active matmul parameters (active parameters minus the embedding table,
-lm_head included) + attention 6 x layers x heads x (qk_nope + qk_rope + v head dims) x seq_len (the PaLM
-12 x L x H x Q x T with MLA's unequal q/k and v head dims; the causal mask's saving is not subtracted). The
-anchor convention, 6 x 32.8e9 active parameters, is shown beside it.
-Utilisation implied by a throughput (EUROPA: 1,300 tokens/s per GPU) = tokens/s x FLOPs per token / peak,
-with GH200's dense bf16 peak of 989 TFLOP/s. Training compute = planned tokens (steps x global batch x
-seq_len) x FLOPs per token, compared with the EU AI Act's 1e25 FLOP presumption of systemic risk.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from stages.pretrain.hardware import GIB, JUPITER_BOOSTER, Hardware
+from stages.pretrain.planner.shape import ModelShape
 
 if TYPE_CHECKING:
     from stages.pretrain.config import PretrainConfig
 
-GIB = 1024**3
-
-EUROPA_TOKENS_PER_S_PER_GPU = 1300.0   # PyTorch blog, Nov 2026 (anchors.md)
-EU_AI_ACT_THRESHOLD_FLOPS = 1e25        # Art. 51(2): presumption of high-impact capabilities
 LOSS_CHUNKS = 8                         # ChunkedLossWrapper default, as stages/pretrain/trainer_config.py uses it
 FIT_MARGIN = 0.10                       # share of HBM left free for "fits"
 LOGIT_BYTES = 14                        # per logit of one loss chunk (see module docstring)
 AC_MODES = ("none", "selective", "full", "offload")
-
-
-@dataclass(frozen=True)
-class Hardware:
-    name: str = "NVIDIA GH200 (JUPITER Booster)"
-    hbm_gib: float = 96.0
-    peak_bf16_flops: float = 989e12
-    host_gib_per_gpu: float = 120e9 / GIB     # 120 GB LPDDR5X per Grace, one Grace per GPU
-    host_reserve_gib: float = 16.0
-    c2c_gb_per_s: float = 450.0               # NVLink-C2C 900 GB/s, per direction
-    runtime_reserve_gib: float = 4.0
-    gpus_per_node: int = 4
-    cores_per_gpu: int = 72
-
-    @property
-    def host_usable_gib(self) -> float:
-        return self.host_gib_per_gpu - self.host_reserve_gib
-
-
-GH200 = Hardware()
-
-
-# ---------------------------------------------------------------------------------------------------------
-# The model's shape
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    flavor: str
-    vocab_size: int
-    dim: int
-    n_layers: int
-    n_dense_layers: int
-    n_heads: int
-    q_lora_rank: int
-    kv_lora_rank: int
-    qk_nope_head_dim: int
-    qk_rope_head_dim: int
-    v_head_dim: int
-    dense_hidden_dim: int
-    moe_hidden_dim: int
-    num_experts: int
-    num_shared_experts: int
-    top_k: int
-    total: int
-    active: int
-    active_matmul: int
-    embedding: int
-    output: int
-    norms: int
-    attention_per_layer: int
-    dense_ffn_per_layer: int
-    shared_per_layer: int
-    router_per_layer: int
-    routed_per_layer: int
-
-    @property
-    def n_moe_layers(self) -> int:
-        return self.n_layers - self.n_dense_layers
-
-    @property
-    def head_dims(self) -> int:
-        return self.qk_nope_head_dim + self.qk_rope_head_dim + self.v_head_dim
-
-
-def flavor_dims(flavor: str):
-    """The flavor's architecture numbers (`europa_model.flavors.Flavor`; imports torch and torchtitan)."""
-    from europa_model.flavors import FLAVORS
-
-    return FLAVORS[flavor]
-
-
-@functools.lru_cache(maxsize=None)
-def model_shape(flavor: str, vocab_size: int | None = None) -> ModelShape:
-    """Counts on the meta device (a few seconds for europa-1t), cached per process."""
-    from europa_model.flavors import FLAVORS, count_parameters
-
-    f = FLAVORS[flavor]
-    c = count_parameters(flavor, vocab_size)
-    n_moe = f.n_layers - f.n_dense_layers
-    return ModelShape(
-        flavor=flavor, vocab_size=c["vocab_size"], dim=f.dim, n_layers=f.n_layers, n_dense_layers=f.n_dense_layers,
-        n_heads=f.n_heads, q_lora_rank=f.q_lora_rank, kv_lora_rank=f.kv_lora_rank,
-        qk_nope_head_dim=f.qk_nope_head_dim, qk_rope_head_dim=f.qk_rope_head_dim, v_head_dim=f.v_head_dim,
-        dense_hidden_dim=f.dense_hidden_dim, moe_hidden_dim=f.moe_hidden_dim, num_experts=f.num_experts,
-        num_shared_experts=f.num_shared_experts, top_k=f.top_k,
-        total=c["total"], active=c["active"], active_matmul=c["active_matmul"], embedding=c["embedding"],
-        output=c["output"], norms=c["norms"],
-        attention_per_layer=c["attention"] // f.n_layers,
-        dense_ffn_per_layer=c["dense_ffn"] // max(f.n_dense_layers, 1),
-        shared_per_layer=c["shared_experts"] // max(n_moe, 1),
-        router_per_layer=c["router"] // max(n_moe, 1),
-        routed_per_layer=c["routed_experts"] // max(n_moe, 1),
-    )
 
 
 def _layer_tensors(s: ModelShape, moe: bool, ep: int) -> dict[str, int]:
@@ -261,10 +146,6 @@ def _saved(t: dict[str, int], mode: str) -> float:
     return base + (t["linear"] / 2 if mode == "selective" else t["linear"])
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Estimates
-
-
 @dataclass
 class MemoryEstimate:
     """GiB per GPU. `components` are the terms of the peak phase; `phases` the three candidate peaks."""
@@ -307,82 +188,7 @@ class MemoryEstimate:
         return d
 
 
-@dataclass
-class ThroughputEstimate:
-    tokens_per_s_per_gpu: float
-    gpus: int
-    flops_per_token: float                    # torchtitan's formula (matmul + attention)
-    flops_per_token_matmul: float
-    flops_per_token_attention: float
-    flops_per_token_anchor: float             # 6 x active parameters (the blog's convention)
-    peak_flops: float
-    mfu: float
-    mfu_anchor: float
-    tokens_per_step: int
-    step_time_s: float
-    tokens_per_day: float
-    planned_tokens: int
-    days: float
-    gpu_hours: float
-    total_flops: float
-    tokens_to_threshold: float
-    threshold_flops: float = EU_AI_ACT_THRESHOLD_FLOPS
-
-    @property
-    def above_threshold(self) -> bool:
-        return self.total_flops > self.threshold_flops  # Art. 51(2): "greater than 10^25"
-
-
-@dataclass
-class Plan:
-    flavor: str
-    vocab_size: int
-    total_params: int
-    active_params: int
-    layout: dict[str, int]
-    tokens_per_microstep: int
-    hardware: Hardware
-    memory: MemoryEstimate
-    variants: dict[str, dict[str, float]]     # ac mode -> {"async": GiB total, "no_async": GiB total}
-    throughput: ThroughputEstimate
-    offload_traffic: dict[str, float] | None
-    warnings: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "estimate": True,
-            "flavor": self.flavor, "vocab_size": self.vocab_size,
-            "total_params": self.total_params, "active_params": self.active_params,
-            "layout": self.layout, "tokens_per_microstep": self.tokens_per_microstep,
-            "hardware": asdict(self.hardware),
-            "memory": self.memory.to_dict(),
-            "variants": self.variants,
-            "throughput": {**asdict(self.throughput), "above_threshold": self.throughput.above_threshold},
-            "offload_traffic": self.offload_traffic,
-            "warnings": self.warnings,
-        }
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
-
-    def text(self) -> str:
-        return format_plan(self)
-
-
-def _layout(settings: PretrainConfig) -> dict[str, int]:
-    p = settings.parallelism
-    dp = p.data_parallel_replicate * p.shard_degree
-    return {
-        "nodes": p.nodes, "processes_per_node": p.processes_per_node, "gpus": p.world_size,
-        "data_parallel_replicate": p.data_parallel_replicate, "data_parallel_shard": p.shard_degree,
-        "tensor_parallel": p.tensor_parallel, "expert_parallel": p.expert_parallel,
-        "efsdp": p.shard_degree * p.tensor_parallel // p.expert_parallel,
-        "data_parallel_ranks": dp,
-        "gpus_per_replica": p.world_size // p.data_parallel_replicate,
-    }
-
-
-def estimate_memory(settings: PretrainConfig, shape: ModelShape, hardware: Hardware = GH200) -> MemoryEstimate:
+def estimate_memory(settings: PretrainConfig, shape: ModelShape, hardware: Hardware = JUPITER_BOOSTER) -> MemoryEstimate:
     p, ac = settings.parallelism, settings.activation_checkpoint
     tp, ep, shard = p.tensor_parallel, p.expert_parallel, p.shard_degree
     mode, async_op = ac.mode, p.unshard_async_op
@@ -402,7 +208,6 @@ def estimate_memory(settings: PretrainConfig, shape: ModelShape, hardware: Hardw
         "gradients (fp32 shards)": 4 * local * to_gib,
         **optimizer,
     }
-    persistent_total = sum(persistent.values())
 
     # FSDP units, unsharded, in parameters
     emb_unit = shape.embedding / tp
@@ -486,142 +291,3 @@ def estimate_memory(settings: PretrainConfig, shape: ModelShape, hardware: Hardw
         offload_host_gib=host, host_usable_gib=hardware.host_usable_gib, saved_activations_gib=saved_all,
         notes=notes,
     )
-
-
-def flops_per_token(shape: ModelShape, seq_len: int) -> tuple[float, float, float]:
-    """(total, matmul part, attention part): torchtitan's 6 x N_active_matmul + 6 x L x H x (qk + v) x T, the
-    same estimate the pretrain manifest records (europa_model/flops.py; the parameter count here is cached)."""
-    from europa_model.flops import attention_flops_per_token
-
-    matmul = 6.0 * shape.active_matmul
-    attention = float(attention_flops_per_token(shape.flavor, seq_len))
-    return matmul + attention, matmul, attention
-
-
-def estimate_throughput(settings: PretrainConfig, shape: ModelShape, hardware: Hardware = GH200,
-                        tokens_per_s_per_gpu: float = EUROPA_TOKENS_PER_S_PER_GPU) -> ThroughputEstimate:
-    p = settings.parallelism
-    gpus = p.world_size
-    fpt, mm, attn = flops_per_token(shape, settings.seq_len)
-    peak = settings.peak_flops_per_device or hardware.peak_bf16_flops
-    dp = p.data_parallel_replicate * p.shard_degree
-    global_batch = settings.global_batch_size or settings.local_batch_size * dp
-    tokens_per_step = global_batch * settings.seq_len
-    planned = settings.steps * tokens_per_step
-    rate = tokens_per_s_per_gpu * gpus
-    tokens_per_day = rate * 86_400
-    days = planned / tokens_per_day
-    return ThroughputEstimate(
-        tokens_per_s_per_gpu=tokens_per_s_per_gpu, gpus=gpus,
-        flops_per_token=fpt, flops_per_token_matmul=mm, flops_per_token_attention=attn,
-        flops_per_token_anchor=6.0 * shape.active, peak_flops=peak,
-        mfu=tokens_per_s_per_gpu * fpt / peak, mfu_anchor=tokens_per_s_per_gpu * 6.0 * shape.active / peak,
-        tokens_per_step=tokens_per_step, step_time_s=tokens_per_step / rate,
-        tokens_per_day=tokens_per_day, planned_tokens=planned, days=days, gpu_hours=days * 24 * gpus,
-        total_flops=planned * fpt, tokens_to_threshold=EU_AI_ACT_THRESHOLD_FLOPS / fpt,
-    )
-
-
-def _variant(settings: PretrainConfig, mode: str, async_op: bool) -> PretrainConfig:
-    return settings.model_copy(update={
-        "activation_checkpoint": settings.activation_checkpoint.model_copy(update={"mode": mode}),
-        "parallelism": settings.parallelism.model_copy(update={"unshard_async_op": async_op}),
-    })
-
-
-def plan(settings: PretrainConfig, vocab_size: int | None = None, *, hardware: Hardware = GH200,
-         tokens_per_s_per_gpu: float = EUROPA_TOKENS_PER_S_PER_GPU) -> Plan:
-    """The planner's report for `[pretrain]` settings (vocab_size: the tokenizer's; None = flavor default)."""
-    shape = model_shape(settings.flavor, vocab_size)
-    memory = estimate_memory(settings, shape, hardware)
-    variants = {
-        mode: {("async" if a else "no_async"): estimate_memory(_variant(settings, mode, a), shape, hardware).total_gib
-               for a in (True, False)}
-        for mode in AC_MODES
-    }
-    tp = estimate_throughput(settings, shape, hardware, tokens_per_s_per_gpu)
-    traffic = None
-    if settings.activation_checkpoint.mode == "offload":
-        micro_tokens = settings.local_batch_size * settings.seq_len
-        micro_s = micro_tokens / tokens_per_s_per_gpu
-        transfer_s = 2 * memory.offload_host_gib * GIB / (hardware.c2c_gb_per_s * 1e9)
-        traffic = {"gib_each_way": memory.offload_host_gib, "micro_step_s": micro_s, "transfer_s": transfer_s,
-                   "share_of_micro_step": transfer_s / micro_s if micro_s else 0.0}
-    warnings = list(memory.notes)
-    if settings.precision != "bfloat16":
-        warnings.append('[pretrain] precision = "float32": GPUs train in bfloat16 (set precision = "bfloat16")')
-    return Plan(
-        flavor=shape.flavor, vocab_size=shape.vocab_size, total_params=shape.total, active_params=shape.active,
-        layout=_layout(settings), tokens_per_microstep=settings.local_batch_size * settings.seq_len,
-        hardware=hardware, memory=memory, variants=variants, throughput=tp, offload_traffic=traffic,
-        warnings=warnings,
-    )
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Text
-
-
-def _si(x: float) -> str:
-    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(x) >= scale:
-            return f"{x / scale:.2f}{unit}"
-    return f"{x:.0f}"
-
-
-def format_plan(pl: Plan) -> str:
-    m, t, lay = pl.memory, pl.throughput, pl.layout
-    lines = [
-        f"EUROPA planner (ESTIMATES, not measurements; assumptions: europa_model/planner.py)",
-        f"model     {pl.flavor}: {_si(pl.total_params)} parameters, {_si(pl.active_params)} active per token, "
-        f"vocabulary {pl.vocab_size:,}",
-        f"layout    {lay['nodes']} nodes x {lay['processes_per_node']} = {lay['gpus']} GPUs; "
-        f"HSDP {lay['data_parallel_replicate']} replicas x FSDP {lay['data_parallel_shard']}, "
-        f"TP {lay['tensor_parallel']}, EP {lay['expert_parallel']} (experts FSDP-sharded over {lay['efsdp']}); "
-        f"{lay['gpus_per_replica']} GPUs per replica",
-        f"micro-step {pl.tokens_per_microstep:,} tokens per GPU; AC {m.ac_mode}; "
-        f"unshard_async_op {'on' if m.unshard_async_op else 'off'}; hardware {pl.hardware.name}",
-        "",
-        f"memory per GPU (GiB), peak phase: {m.peak_phase}",
-    ]
-    for name, gib in pl.memory.phases[m.peak_phase].items():
-        lines.append(f"  {name:<66} {gib:8.1f}")
-    lines.append(f"  {'runtime reserve (CUDA context, NCCL, cuBLAS)':<66} {m.runtime_reserve_gib:8.1f}")
-    lines.append(f"  {'total':<66} {m.total_gib:8.1f}   of {m.hbm_gib:.0f} GiB HBM: {m.verdict} "
-                 f"(margin {m.margin_gib:+.1f} GiB)")
-    others = [f"{k} {sum(v.values()) + m.runtime_reserve_gib:.1f}" for k, v in m.phases.items() if k != m.peak_phase]
-    lines.append(f"  other phases: {'; '.join(others)}")
-    if m.ac_mode == "offload":
-        lines.append(f"  offloaded to the Grace: {m.offload_host_gib:.1f} GiB of {m.saved_activations_gib:.1f} GiB "
-                     f"saved activations (host usable per GPU ~{m.host_usable_gib:.0f} GiB)")
-    if pl.offload_traffic:
-        tr = pl.offload_traffic
-        lines.append(f"  offload traffic: {tr['gib_each_way']:.1f} GiB each way per micro-step = {tr['transfer_s']:.2f} s "
-                     f"over NVLink-C2C vs a {tr['micro_step_s']:.2f} s micro-step ({tr['share_of_micro_step']:.0%}, "
-                     f"overlapped with compute)")
-    lines.append("")
-    lines.append("total GiB per GPU by activation checkpointing       unshard_async_op on   off")
-    for mode, v in pl.variants.items():
-        mark = " <- configured" if mode == m.ac_mode else ""
-        fit = lambda g: "" if g <= m.hbm_gib else " (over)"  # noqa: E731
-        lines.append(f"  {mode:<50} {v['async']:8.1f}{fit(v['async']):7} {v['no_async']:7.1f}{fit(v['no_async'])}{mark}")
-    lines.append("  (without unshard_async_op: derived all-gather pool only; EUROPA measured ~14 GiB freed, the rest "
-                 "is fragmentation not modelled)")
-    lines.append("  (full AC recomputes every block's forward in backward: ~1/3 more FLOPs per token than below; "
-                 "selective and offload recompute only cheap ops)")
-    lines += [
-        "",
-        f"FLOPs per token {t.flops_per_token:.3e} = 6 x {_si(t.flops_per_token_matmul / 6)} active matmul params "
-        f"({t.flops_per_token_matmul:.3e}) + attention ({t.flops_per_token_attention:.3e}); "
-        f"6 x active = {t.flops_per_token_anchor:.3e}",
-        f"utilisation at {t.tokens_per_s_per_gpu:,.0f} tokens/s per GPU: {t.mfu:.1%} of {t.peak_flops / 1e12:.0f} TFLOP/s "
-        f"({t.tokens_per_s_per_gpu * t.flops_per_token / 1e12:.0f} TFLOP/s; {t.mfu_anchor:.1%} counting 6 x active only)",
-        f"step {t.tokens_per_step / 1e6:.2f}M tokens = {t.step_time_s:.1f} s; whole job {t.tokens_per_day / 1e9:.1f}B tokens/day "
-        f"on {t.gpus:,} GPUs",
-        f"planned {t.planned_tokens / 1e12:.3f}T tokens: {t.days:.1f} days, {t.gpu_hours:,.0f} GPU-hours, "
-        f"{t.total_flops:.2e} FLOPs = {t.total_flops / t.threshold_flops:.1%} of the EU AI Act's 1e25 "
-        f"({'ABOVE' if t.above_threshold else 'below'}; 1e25 is reached at {t.tokens_to_threshold / 1e12:.1f}T tokens)",
-    ]
-    for w in pl.warnings:
-        lines.append(f"warning: {w}")
-    return "\n".join(lines)

@@ -10,15 +10,12 @@ import json
 
 import pytest
 
-from europa_model.planner import (
-    EUROPA_TOKENS_PER_S_PER_GPU,
-    GH200,
-    GIB,
-    estimate_memory,
-    flops_per_token,
-    model_shape,
-    plan,
-)
+from stages.pretrain.hardware import GIB
+from stages.pretrain.hardware import JUPITER_BOOSTER as GH200
+from stages.pretrain.planner.memory import estimate_memory
+from stages.pretrain.planner.report import plan
+from stages.pretrain.planner.shape import model_shape
+from stages.pretrain.planner.throughput import EUROPA_TOKENS_PER_S_PER_GPU, flops_per_token
 from pipeline.cli import main
 from pipeline.config import REPO_ROOT, load_config
 

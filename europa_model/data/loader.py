@@ -20,7 +20,8 @@ from torch.distributed.checkpoint.stateful import Stateful
 from torch.utils.data import IterableDataset
 from torchtitan.components.dataloader import ParallelAwareDataloader
 
-from stages.shards.reader import MixtureStream, PackedSequences, open_shards
+from europa_model.data.packing import PackedSequences
+from europa_model.data.streams import MixtureStream, open_shards
 
 
 class ShardDataset(IterableDataset, Stateful):

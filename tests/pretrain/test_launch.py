@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from europa_model.jupiter import LaunchError, check_layout, job_state, render_job, submit, submitted_jobs, record_submission
+from stages.pretrain.launch.checks import LaunchError, check_layout
+from stages.pretrain.launch.sbatch import render_job
+from stages.pretrain.launch.slurm import job_state, record_submission, submit, submitted_jobs
 from pipeline.cli import main
 from pipeline.config import REPO_ROOT, ConfigError, dump_toml, load_config
 from pipeline.languages import EU_LANGUAGE_CODES
@@ -77,7 +79,7 @@ def test_preset_config_loads_with_the_europa_layout(preset_config):
 
 
 def test_fineweb2_configs_are_per_language():
-    from stages.ingest.sources import expand_template
+    from pipeline.languages import expand_template
 
     assert expand_template("{flores}", "bg") == "bul_Cyrl"
     assert expand_template("{flores}", "lv") == "lvs_Latn"

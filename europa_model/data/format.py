@@ -9,11 +9,12 @@ Megatron-style readers or a C++ loader can map them directly.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from pipeline.fsutil import sha256_file as _sha256
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -22,14 +23,6 @@ def token_dtype(vocab_size: int) -> np.dtype:
 
 class ShardError(ValueError):
     """A shard is missing, truncated or corrupt; the message names it and says what to do."""
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 22):
-            h.update(block)
-    return h.hexdigest()
 
 
 class ShardWriter:

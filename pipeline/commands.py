@@ -1,0 +1,71 @@
+"""What every `europa` command shares, core or stage-owned: the run options, resolving the run, running stages.
+
+A stage's own commands (stages/<stage>/commands.py) build on these, so they need nothing from the CLI module
+and the CLI needs nothing from them but their registration functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from pipeline.config import PipelineConfig
+from pipeline.rundir import RunDir
+
+
+def add_run_options(parser: argparse.ArgumentParser, *, config: bool = True) -> None:
+    if config:
+        parser.add_argument("--config", metavar="FILE",
+                            help="TOML config (default: the run's run.toml, else configs/demo.toml)")
+    parser.add_argument("--run-dir", metavar="DIR", help="run directory (default: runs/<run.name>)")
+
+
+def resolve_run(args: argparse.Namespace) -> tuple[RunDir, PipelineConfig]:
+    from pipeline.runconfig import resolve
+
+    return resolve(getattr(args, "config", None), args.run_dir)
+
+
+def run_stages(config_path: str | None, run_dir_path: str | None, selected: list[str], forced: list[str],
+               overrides: dict[str, dict[str, Any]] | None = None) -> int:
+    """Bring `selected` up to date (rerunning `forced`) under the run's lock, on the configured engine."""
+    from pipeline.executor import build_context, statuses
+    from pipeline.registry import ENGINES, load
+    from pipeline.runconfig import resolve, save_run_config
+
+    t0 = time.monotonic()
+    rd, config = resolve(config_path, run_dir_path)
+    for section, values in (overrides or {}).items():  # command-line settings become part of run.toml
+        config.stages[section] = config.section(section).model_copy(update=values)
+    with rd.lock(f"europa {' '.join(sys.argv[1:]) or 'run'}"):
+        save_run_config(rd, config)
+        state = {s.name: s.state for s in statuses(rd, config)}
+        todo = [n for n in selected if n in forced or state[n] != "fresh"]
+        if not todo:
+            print(f"europa: {', '.join(selected)}: fresh, nothing to do ({time.monotonic() - t0:.1f}s); {rd.path}")
+            print_products(rd)
+            return 0
+        to_run = selected[selected.index(todo[0]):]  # everything after the first stale stage may become stale by it
+        build_context(rd, config, to_run[0])  # fail fast (missing upstream) before any engine starts
+        results = load(ENGINES[config.orchestration.engine])(rd, config, to_run, forced)
+    for r in results:
+        verb = "ran" if r["ran"] else "fresh, skipped"
+        print(f"europa: {r['stage']}: {verb}: " + counts(r["summary"]))
+    print(f"europa: done in {time.monotonic() - t0:.1f}s; outputs in {rd.path}")
+    print_products(rd)
+    return 0
+
+
+def counts(summary: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in summary.items())
+
+
+def print_products(rd: RunDir) -> None:
+    """Where the things people come for are (each stage that makes one says where), once they exist."""
+    from pipeline.registry import commands_modules
+
+    for module in commands_modules():
+        for line in getattr(module, "products", lambda _rd: [])(rd):
+            print(f"europa: {line}")

@@ -1,0 +1,13 @@
+"""The EU AI Act's figures that more than one stage applies (the planner before training, compliance after).
+
+Art. 51(2) of Regulation (EU) 2024/1689: a general-purpose AI model is presumed to have high-impact
+capabilities (systemic risk) when the cumulative compute used for its training is *greater than* 10^25 FLOP.
+"""
+
+from __future__ import annotations
+
+SYSTEMIC_RISK_FLOPS = 1e25
+
+
+def presumed_systemic_risk(training_flops: float) -> bool:
+    return training_flops > SYSTEMIC_RISK_FLOPS  # "greater than", not "at least"

@@ -1,0 +1,60 @@
+"""The ingest stage's record (manifest `statistics`): what was read, kept and removed, per language, filter,
+domain and source. The tokenizer and shards stages plan from it; the compliance documents are written from it."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from pipeline.records import Record
+
+PII_KINDS: tuple[str, ...] = ("email", "ip", "phone", "iban")  # what the PII step redacts (stages/ingest/pii.py)
+
+
+class Totals(Record):
+    docs_in: int = Field(description="Documents read from all sources.")
+    bytes_in: int = Field(description="UTF-8 bytes of those documents as read.")
+    kept: int = Field(description="Documents published.")
+    kept_bytes: int = Field(description="UTF-8 bytes of the published documents.")
+
+
+class LanguageCounts(Record):
+    docs_in: int = Field(description="Documents read for the language (by the source's language, before language ID).")
+    bytes_in: int
+    kept: int = Field(description="Documents published for the language.")
+    kept_bytes: int
+    kept_chars: int = Field(description="Characters of the published documents (the tokenizer samples by them).")
+    kept_words: int
+    mojibake_fixed: int = Field(description="Documents whose mojibake (double-encoded UTF-8) was repaired.")
+    removed: dict[str, int] = Field(description="Documents removed, by reason (only reasons that fired).")
+
+
+class OptOut(Record):
+    protocols: list[str] = Field(description="Opt-out protocols honoured when the data was collected.")
+    honoured_by: Literal["provider", "third_party", "not_applicable"]
+    domains: list[str] = Field(description="Registrable domains whose documents are dropped (tdm_opt_out).")
+    domains_file: str | None
+    notes: str
+
+
+class SourceRecord(Record):
+    kind: str = Field(description="Reader: jsonl, parquet, text, hf, udhr.")
+    category: str = Field(description="Data category of the AI Office template (public dataset, crawled, ...).")
+    licence: str | None = Field(description="The licence the source is used under.")
+    homepage: str | None
+    collected: str | None = Field(description="When the data was collected (YYYY-MM).")
+    repo: str | None = Field(description="Hugging Face dataset repository, for hf sources.")
+    hf_config: str | None
+    opt_out: OptOut = Field(description="How text-and-data-mining reservations were honoured for the source.")
+    counts: dict[str, int] = Field(description="docs_in, bytes_in, kept, kept_bytes and removed_<reason> of this source.")
+
+
+class IngestRecord(Record):
+    totals: Totals = Field(description="Over all languages and sources.")
+    per_language: dict[str, LanguageCounts] = Field(description="Keyed by ISO 639-1 code, every configured language.")
+    per_filter: dict[str, int] = Field(description="Documents removed per filter, every known filter (zeros included).")
+    per_domain_bytes: dict[str, int] = Field(description="Kept bytes per registrable domain, largest first.")
+    per_source: dict[str, SourceRecord] = Field(description="Keyed by the source's name in [[ingest.sources]].")
+    pii_redactions: dict[str, int] = Field(description=f"Redactions by kind ({', '.join(PII_KINDS)}).")
+    languages_without_documents: list[str] = Field(description="Configured languages with no kept document.")
