@@ -30,7 +30,7 @@ class ConfigError(UsageError):
 class StrictModel(BaseModel):
     """Base for every config section: unknown keys are errors, types are not coerced from strings."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, strict=True)
 
 
 def resolve_config_path(v: str | None, info: ValidationInfo) -> str | None:

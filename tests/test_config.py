@@ -55,3 +55,20 @@ def test_resolved_config_round_trips_through_toml(tmp_path):
     text = dump_toml(cfg.to_dict())
     again = load_config(tmp_path / "run.toml", data=__import__("tomllib").loads(text))
     assert again.to_dict() == cfg.to_dict()
+
+
+@pytest.mark.parametrize(
+    "body, key",
+    [
+        ('[tokenizer]\nvocab_size = "50000"\n', "[tokenizer.vocab_size]"),  # a string where a number is due
+        ('[ingest.pii]\nenabled = "yes"\n', "[ingest.pii.enabled]"),
+        ('[ingest.pii]\nenabled = "no"\n', "[ingest.pii.enabled]"),
+        ("[ingest.pii]\nenabled = 0\n", "[ingest.pii.enabled]"),  # a number where a boolean is due
+        ('[evaluate]\nbatch_size = "2"\n', "[evaluate.batch_size]"),
+        ("[tokenizer]\nvocab_size = 500.0\n", "[tokenizer.vocab_size]"),  # a float where an integer is due
+    ],
+)
+def test_wrong_types_are_errors_not_coerced(tmp_path, body, key):
+    with pytest.raises(ConfigError) as e:
+        load_config(write_config(tmp_path, body))
+    assert key in str(e.value) and "Input should be a valid" in str(e.value)

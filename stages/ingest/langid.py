@@ -69,7 +69,7 @@ def _clean(text: str) -> str:
 class LangIdConfig(BaseModel):
     """`[ingest.langid]`: which documents are kept after language identification."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
 
     min_score: float = Field(0.5, ge=0.0, le=1.0)
     """Minimum score (see module docstring) to accept a document. 0.5 rejects unreliable guesses and text

@@ -41,7 +41,7 @@ _CHUNK_ELEMENTS = 1 << 21  # shingles x permutations per vectorised step (16 MiB
 class DedupConfig(BaseModel):
     """`[ingest.dedup]`: exact and near-duplicate removal (within the documents of one language)."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True, frozen=True)
 
     exact: bool = True
     """Drop documents whose whitespace/case-normalised text was seen before."""

@@ -59,7 +59,7 @@ _SUSPECT = re.compile(
 class NormalizeConfig(BaseModel):
     """`[ingest.normalize]`: how raw documents are cleaned before anything else looks at them."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
 
     form: Literal["NFC", "NFKC"] = "NFC"
     """Unicode normal form. NFC is lossless; NFKC also folds ligatures/full-width forms (lossy)."""

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict
 class PiiConfig(BaseModel):
     """`[ingest.pii]`: which kinds of personal data are replaced, and by what."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
 
     enabled: bool = True
     """Master switch."""

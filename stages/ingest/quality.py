@@ -29,7 +29,7 @@ from itertools import repeat
 from operator import itemgetter
 from typing import Annotated, Optional
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, create_model, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, create_model, field_validator
 
 from pipeline.languages import EU_LANGUAGE_CODES as EU_LANGUAGES
 from .wordstats import WordStats, repeated_mask, runs_of, split_words, word_stats
@@ -60,8 +60,17 @@ def _ngram_ratios(allowed: tuple[int, ...]):
                 raise ValueError(f"ratio {ratio} for {n}-grams is outside (0, 1]")
         return dict(sorted(v.items()))
 
-    # TOML keys are strings: pydantic's lax mode turns "2" into 2 before this check runs.
-    return Annotated[dict[int, float], AfterValidator(check)]
+    def int_keys(v):
+        """TOML keys are always strings ("2" = 2-grams); the values keep the model's strict types."""
+        if not isinstance(v, dict):
+            return v
+        try:
+            return {int(k) if isinstance(k, str) else k: x for k, x in v.items()}
+        except ValueError:
+            bad = next(k for k in v if isinstance(k, str) and not k.strip().isdigit())
+            raise ValueError(f"n-gram size {bad!r} is not a whole number") from None
+
+    return Annotated[dict[int, float], BeforeValidator(int_keys), AfterValidator(check)]
 
 
 _Ratio = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -70,7 +79,7 @@ _Ratio = Annotated[float, Field(ge=0.0, le=1.0)]
 class QualityThresholds(BaseModel):
     """Resolved thresholds for one language (what `check_quality` takes)."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True, frozen=True)
 
     min_words: int = Field(50, ge=0)
     """Fewer words than this: too short to be useful prose (Gopher: 50)."""
@@ -121,7 +130,7 @@ QualityOverrides = create_model(
 class QualityConfig(QualityThresholds):
     """`[ingest.quality]`: global thresholds plus per-language overrides."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True, frozen=True)
 
     per_language: dict[str, QualityOverrides] = {
         "de": QualityOverrides(max_avg_word_length=11.0),
