@@ -43,6 +43,16 @@ def complete_checkpoints(folder: Path) -> list[Checkpoint]:
     return sorted(out, key=lambda c: c.step)
 
 
+def incomplete_checkpoints(folder: Path) -> list[Checkpoint]:
+    """Step folders without their `.metadata`: being written (a live job), or damaged (a finished one)."""
+    root = Path(folder) / CHECKPOINTS
+    if not root.is_dir():
+        return []
+    out = [Checkpoint(int(m.group(1)), p) for p in root.iterdir()
+           if (m := _STEP.match(p.name)) and p.is_dir() and not (p / METADATA).is_file()]
+    return sorted(out, key=lambda c: c.step)
+
+
 def model_info(ckpt: Checkpoint) -> dict | None:
     """What the training folder of `ckpt` says about its model (flavor, vocab_size, ...), or None when absent."""
     path = ckpt.path.parent.parent / JOB_INFO

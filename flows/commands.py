@@ -20,7 +20,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 def cmd_eval_schedule(args) -> int:
     from pipeline.runconfig import resolve
 
-    rd, config = resolve(None, args.run_dir)
+    rd, config = resolve(None, args.run_dir, existing=True)
     if not rd.config_path.exists():
         raise UsageError(f"eval-schedule: {rd.path} has no run.toml; start the run first (europa run --run-dir {rd.path})")
     cron = args.cron or config.section("evaluate").cron

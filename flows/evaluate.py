@@ -16,6 +16,7 @@ import flows  # noqa: F401  (offline defaults before Prefect loads)
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
+from flows.stages import artifact_key
 from pipeline.rundir import RunDir
 from pipeline.runconfig import load_run_config
 
@@ -37,11 +38,11 @@ def evaluate_new_checkpoints(run_dir: str, checkpoint: str | None = None) -> dic
     for s in outcome.skipped:
         logger.warning("skipped step %s: %s", s["step"], s["reason"])
     if outcome.evaluated and outcome.report:
-        create_markdown_artifact(key="evaluation-report", markdown=outcome.report,
+        create_markdown_artifact(key=artifact_key(rd, "evaluation-report"), markdown=outcome.report,
                                  description=f"per-language evaluation of {rd.path}")
     if outcome.flagged:
         logger.warning("REGRESSION: %s", ", ".join(f"{r['lang']} ({r['set']}) {r['relative_change']:+.1%}" for r in outcome.flagged))
-        create_table_artifact(key="evaluation-regressions", table=[
+        create_table_artifact(key=artifact_key(rd, "evaluation-regressions"), table=[
             {"language": r["lang"], "set": r["set"], "bits_per_byte": round(r["bits_per_byte"], 4),
              "previous": round(r["previous_bits_per_byte"], 4), "change": f"{r['relative_change']:+.2%}",
              "since_step": r["previous_step"]} for r in outcome.flagged],

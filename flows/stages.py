@@ -8,7 +8,9 @@ caching is off: the run directory's unit markers and fingerprints decide what is
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -22,7 +24,7 @@ from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
 
 from pipeline import progress
 from pipeline.config import PipelineConfig
-from pipeline.executor import execute_stage, execute_unit
+from pipeline.executor import execute_stage, execute_unit, report_unit
 from pipeline.registry import STAGE_NAMES, get_stage
 from pipeline.rundir import RunDir
 from pipeline.runconfig import load_run_config
@@ -37,8 +39,7 @@ def unit_task(ctx: StageContext, unit: Unit) -> dict[str, Any]:
 def prefect_mapper(ctx: StageContext, units: list[Unit]) -> list[dict[str, Any]]:
     futures = {unit_task.submit(ctx, unit): unit for unit in units}
     for done, fut in enumerate(as_completed(list(futures)), start=1):
-        fut.result()  # raise the first failure at once
-        progress.unit_done(ctx.stage, done, len(units), futures[fut].id)
+        report_unit(ctx, done, len(units), futures[fut], fut.result())  # result() raises the first failure at once
     return [f.result() for f in futures]
 
 
@@ -98,17 +99,27 @@ def _is_loopback(url: str) -> bool:
     return host in ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
+# The configuration a pipeline run was started with, by run directory, for the flows of this process: the
+# run's run.toml has its secrets masked (it is a record), so flows started here must not run from it. Flows
+# started elsewhere (a deployment) read run.toml; units travel to other processes with their context.
+_CONFIGS: dict[str, PipelineConfig] = {}
+
+
+def _config(run_dir: str) -> PipelineConfig:
+    return _CONFIGS.get(str(RunDir(run_dir).path)) or load_run_config(RunDir(run_dir))
+
+
 def _run_stage(run_dir: str, force: bool = False) -> dict[str, Any]:
     """Body of every stage flow; the stage is the flow's name."""
     from prefect.runtime import flow_run
 
     name = flow_run.flow_name
     rd = RunDir(run_dir)
-    config = load_run_config(rd)
+    config = _config(run_dir)
     manifest, ran = execute_stage(rd, config, name, force=force, mapper=prefect_mapper)
     logger = get_run_logger()
     if ran:
-        create_markdown_artifact(key=f"{name}-summary", markdown=get_stage(name).summary_markdown(manifest),
+        create_markdown_artifact(key=artifact_key(rd, f"{name}-summary"), markdown=get_stage(name).summary_markdown(manifest),
                                  description=f"{name} stage of {rd.path}")
         logger.info("%s published to %s", name, rd.stage_dir(name))
     else:
@@ -120,14 +131,54 @@ STAGE_FLOWS = {name: flow(name=name, flow_run_name=f"{name}", log_prints=True)(_
 
 
 def run_stages(run_dir: RunDir, config: PipelineConfig, stages: list[str], forced: list[str]) -> list[dict[str, Any]]:
-    """The Prefect engine (pipeline/registry.py ENGINES): the parent flow over the stages' flows."""
-    return pipeline_flow(str(run_dir.path), stages, forced)
+    """The Prefect engine (pipeline/registry.py ENGINES): the parent flow over the stages' flows, named after the
+    run; Prefect's own console messages go to the run's log file (pipeline/commands.py run_log), not the terminal."""
+    _CONFIGS[str(run_dir.path)] = config
+    try:
+        with prefect_console_to_run_log():
+            named = pipeline_flow.with_options(flow_run_name=f"{run_dir.path.name}: {' -> '.join(stages)}")
+            return named(str(run_dir.path), stages, forced)
+    finally:
+        _CONFIGS.pop(str(run_dir.path), None)
+
+
+@contextmanager
+def prefect_console_to_run_log() -> Iterator[None]:
+    """Prefect writes a line per task and a traceback per failure to the terminal; the CLI shows progress and one
+    line per error instead. Its console handlers are raised to CRITICAL for the run and the run's log file (the
+    handler pipeline/commands.py put on the `europa` logger) receives everything, at Prefect's own levels."""
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    from pipeline.commands import RUN_LOG_HANDLER
+
+    loggers = [logging.getLogger()] + [lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger)]
+    consoles = [(h, h.level) for lg in loggers for h in lg.handlers if isinstance(h, PrefectConsoleHandler)]
+    files = [h for h in logging.getLogger("europa").handlers if h.get_name() == RUN_LOG_HANDLER]
+    root = logging.getLogger()
+    for h, _ in consoles:
+        h.setLevel(logging.CRITICAL)
+    for h in files:
+        root.addHandler(h)
+    try:
+        yield
+    finally:
+        for h, level in consoles:
+            h.setLevel(level)
+        for h in files:
+            root.removeHandler(h)
+
+
+def artifact_key(run_dir: RunDir, name: str) -> str:
+    """A Prefect artifact key per run directory (two runs never overwrite each other's): the folder's name and
+    a short hash of its path, then the artifact's name; only the characters Prefect allows."""
+    slug = re.sub(r"[^a-z0-9]+", "-", run_dir.path.name.lower()).strip("-") or "run"
+    return f"{slug}-{hashlib.sha1(str(run_dir.path).encode()).hexdigest()[:8]}-{name}"
 
 
 @flow(name="europa-pipeline", log_prints=True)
 def pipeline_flow(run_dir: str, stages: list[str], forced: list[str]) -> list[dict[str, Any]]:
-    """Run the given (implemented) stages in order; a stage is skipped when fresh unless forced."""
-    config = load_run_config(RunDir(run_dir))
+    """Run the given stages in order; a stage is skipped when fresh unless forced."""
+    config = _config(run_dir)
     results = []
     data, later = [s for s in stages if s in DATA_STAGES], [s for s in stages if s not in DATA_STAGES]
     if data:  # a local Dask cluster lives only as long as the data stages

@@ -76,7 +76,7 @@ def _fail(message: str, code: int) -> int:
 def cmd_status(args) -> int:
     from pipeline.executor import statuses
 
-    rd, config = resolve_run(args)
+    rd, config = resolve_run(args, existing=True)
     rows = statuses(rd, config)
     if args.json:
         print(json.dumps([{"stage": s.name, "state": s.state, "reason": s.reason,

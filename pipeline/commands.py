@@ -7,9 +7,13 @@ and the CLI needs nothing from them but their registration functions.
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
 import time
-from typing import Any
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
 
 from pipeline.config import PipelineConfig
 from pipeline.rundir import RunDir
@@ -22,10 +26,11 @@ def add_run_options(parser: argparse.ArgumentParser, *, config: bool = True) -> 
     parser.add_argument("--run-dir", metavar="DIR", help="run directory (default: runs/<run.name>)")
 
 
-def resolve_run(args: argparse.Namespace) -> tuple[RunDir, PipelineConfig]:
+def resolve_run(args: argparse.Namespace, *, existing: bool = False) -> tuple[RunDir, PipelineConfig]:
+    """The run a command works on (`existing`: a command that only reads refuses a run that does not exist)."""
     from pipeline.runconfig import resolve
 
-    return resolve(getattr(args, "config", None), args.run_dir)
+    return resolve(getattr(args, "config", None), args.run_dir, existing=existing)
 
 
 def run_stages(config_path: str | None, run_dir_path: str | None, selected: list[str], forced: list[str],
@@ -35,15 +40,22 @@ def run_stages(config_path: str | None, run_dir_path: str | None, selected: list
     from pipeline.registry import ENGINES, load
     from pipeline.runconfig import resolve, save_run_config
 
+    from pipeline.runconfig import describe_source
+
     t0 = time.monotonic()
     rd, config = resolve(config_path, run_dir_path)
+    print(f"europa: run directory {rd.path}; {describe_source(config_path, rd)}")
     for section, values in (overrides or {}).items():  # command-line settings become part of run.toml
         config.stages[section] = config.section(section).model_copy(update=values)
-    with rd.lock(f"europa {' '.join(sys.argv[1:]) or 'run'}"):
+    with rd.lock(f"europa {' '.join(sys.argv[1:]) or 'run'}"), run_log(rd) as log_path:
         save_run_config(rd, config)
         state = {s.name: s.state for s in statuses(rd, config)}
         todo = [n for n in selected if n in forced or state[n] != "fresh"]
         if not todo:
+            from pipeline.executor import tidy
+
+            for name in selected:
+                tidy(rd, name)
             print(f"europa: {', '.join(selected)}: fresh, nothing to do ({time.monotonic() - t0:.1f}s); {rd.path}")
             print_products(rd)
             return 0
@@ -53,9 +65,33 @@ def run_stages(config_path: str | None, run_dir_path: str | None, selected: list
     for r in results:
         verb = "ran" if r["ran"] else "fresh, skipped"
         print(f"europa: {r['stage']}: {verb}: " + counts(r["summary"]))
-    print(f"europa: done in {time.monotonic() - t0:.1f}s; outputs in {rd.path}")
+    print(f"europa: done in {time.monotonic() - t0:.1f}s; outputs in {rd.path}; full log {log_path}")
     print_products(rd)
     return 0
+
+
+@contextmanager
+def run_log(rd: RunDir) -> Iterator[Path]:
+    """The full log of one command in <run>/logs/: every progress line and, under Prefect, every engine message
+    (flows/stages.py attaches it to Prefect's loggers) — the terminal shows only what a person reads."""
+    logs = rd.path / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    path = logs / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.set_name(RUN_LOG_HANDLER)
+    europa = logging.getLogger("europa")
+    europa.setLevel(logging.INFO)
+    europa.propagate = False  # the terminal gets these lines from pipeline/progress.py, not from a log handler
+    europa.addHandler(handler)
+    try:
+        yield path
+    finally:
+        europa.removeHandler(handler)
+        handler.close()
+
+
+RUN_LOG_HANDLER = "europa-run-log"
 
 
 def counts(summary: dict[str, Any]) -> str:

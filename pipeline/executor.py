@@ -4,8 +4,11 @@ The orchestration engine (Prefect flows, or the in-process loop here) only choos
 everything that decides *what* runs and what counts as done lives here, so every engine behaves the same.
 
 Freshness: a stage's fingerprint hashes its config section, the [run] section, the output digests of the
-stages it consumes, its code version and a cheap signature of its external inputs. A stage is fresh when its
-published manifest carries the fingerprint computed now and everything upstream is fresh too.
+stages it consumes, its code version and a cheap signature of its external inputs (settings as they are
+recorded, secrets masked, so a run's own run.toml and the config file it came from agree). A stage is fresh
+when its published manifest carries the fingerprint computed now, everything upstream is fresh too, and its
+outputs are all there with the sizes the manifest recorded (else it is *damaged* and reruns; `europa verify`
+checks the checksums too).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from pipeline.manifest import Manifest, describe_outputs, digest, output_digest
 from pipeline.records import load_record
 from pipeline.registry import DEPENDS_ON, STAGE_NAMES, get_stage
 from pipeline.rundir import RunDir, utc_now
+from pipeline.secrets import redact
 from pipeline.stage import StageContext, StageError, StageOutcome, StepResults, Unit, UnitStage
 
 UNIT_RESULT = "result.json"  # written last into a unit folder: its completion marker
@@ -38,16 +42,26 @@ UnitMapper = Callable[[StageContext, list[Unit]], list[dict[str, Any]]]
 @dataclass
 class StageStatus:
     name: str
-    state: str  # fresh | stale | missing | failed | running | interrupted | submitted
+    state: str  # fresh | stale | damaged | missing | failed | running | interrupted | submitted
     reason: str
     manifest: Manifest | None
+
+
+def fingerprinted_settings(stage: Any, ctx: StageContext) -> dict[str, Any]:
+    """The settings that decide a stage's outputs: its whole section, unless the stage names the part that
+    only decides where and how it runs (`launch_only_settings`, e.g. pretrain's [pretrain.slurm]), which must
+    not invalidate its results (weeks of checkpoints)."""
+    settings = redact(ctx.settings.model_dump(mode="json"))
+    for key in getattr(stage, "launch_only_settings", ()):
+        settings.pop(key, None)
+    return settings
 
 
 def _fingerprint_inputs(stage: Any, ctx: StageContext) -> dict[str, Any]:
     return {
         "stage": ctx.stage,
-        "run": ctx.config.run.model_dump(mode="json"),
-        "config": ctx.settings.model_dump(mode="json"),
+        "run": redact(ctx.config.run.model_dump(mode="json")),
+        "config": fingerprinted_settings(stage, ctx),
         "upstream": {name: m.output_digest for name, m in sorted(ctx.upstream.items())},
         "code_version": stage.code_version,
         "inputs": stage.input_signature(ctx),
@@ -104,8 +118,12 @@ def statuses(run_dir: RunDir, config: PipelineConfig, upto: tuple[str, ...] | No
             out[name] = StageStatus(name, "stale", f"upstream {bad_up[0]} is {out[bad_up[0]].state}", manifest)
         else:
             ctx = build_context(run_dir, config, name, require_fresh_upstream=False, load_records=False)
+            damage = damaged_outputs(run_dir, manifest)
             if ctx.fingerprint != manifest.fingerprint:
                 out[name] = StageStatus(name, "stale", _stale_reason(ctx, manifest), manifest)
+            elif damage:
+                more = f" (and {len(damage) - 1} more)" if len(damage) > 1 else ""
+                out[name] = StageStatus(name, "damaged", f"{damage[0]}{more}; `europa run` reruns it", manifest)
             else:
                 out[name] = StageStatus(name, "fresh", "", manifest)
         if upto is not None and set(upto) <= set(out):
@@ -113,8 +131,26 @@ def statuses(run_dir: RunDir, config: PipelineConfig, upto: tuple[str, ...] | No
     return [s for s in out.values() if upto is None or s.name in upto]
 
 
+def damaged_outputs(run_dir: RunDir, manifest: Manifest) -> list[str]:
+    """The published outputs that are missing or have another size than the manifest recorded (cheap: one stat
+    per file; the checksums are `europa verify`'s job)."""
+    folder = run_dir.stage_dir(manifest.stage)
+    problems = []
+    for o in manifest.outputs:
+        try:
+            size = (folder / o.path).stat().st_size
+        except FileNotFoundError:
+            problems.append(f"{folder / o.path} is missing")
+            continue
+        if size != o.bytes:
+            problems.append(f"{folder / o.path} has {size:,} bytes, the manifest recorded {o.bytes:,}")
+    return problems
+
+
 def _stale_reason(ctx: StageContext, manifest: Manifest) -> str:
-    if ctx.settings.model_dump(mode="json") != manifest.config:
+    stage = get_stage(ctx.stage)
+    recorded = {k: v for k, v in manifest.config.items() if k not in getattr(stage, "launch_only_settings", ())}
+    if fingerprinted_settings(stage, ctx) != recorded:
         return "settings changed"
     if any(manifest.upstream.get(n, {}).get("output_digest") != m.output_digest for n, m in ctx.upstream.items()):
         return "upstream output changed"
@@ -140,8 +176,14 @@ def map_units_locally(ctx: StageContext, units: list[Unit]) -> list[dict[str, An
     results = []
     for i, unit in enumerate(units):
         results.append(execute_unit(ctx, unit))
-        progress.unit_done(ctx.stage, i + 1, len(units), unit.id)
+        report_unit(ctx, i + 1, len(units), unit, results[-1])
     return results
+
+
+def report_unit(ctx: StageContext, done: int, total: int, unit: Unit, result: dict[str, Any]) -> None:
+    """Progress for a finished unit, with the work it did when the stage can say (`unit_work`: e.g. documents)."""
+    work = getattr(get_stage(ctx.stage), "unit_work", None)
+    progress.unit_done(ctx.stage, done, total, unit.id, work(unit, result) if work else None)
 
 
 def run_steps(stage: UnitStage, ctx: StageContext, mapper: UnitMapper) -> StepResults:
@@ -166,7 +208,11 @@ def execute_stage(
     ctx = build_context(run_dir, config, name)
     current = run_dir.manifest(name)
     if not force and current is not None and current.fingerprint == ctx.fingerprint:
-        return current, False
+        damage = damaged_outputs(run_dir, current)
+        if not damage:
+            tidy(run_dir, name)  # an earlier attempt (e.g. an interrupted --force) left nothing worth keeping
+            return current, False
+        progress.note(name, f"published outputs damaged ({damage[0]}); rerunning the stage")
 
     started, t0 = utc_now(), time.monotonic()
     job_dir = ctx.job_dir if getattr(stage, "long_job", False) else None
@@ -218,6 +264,17 @@ def _manifest(ctx: StageContext, stage: Any, outcome: StageOutcome, staging, sta
         skipped=outcome.skipped,
         summary=outcome.summary,
     )
+
+
+def tidy(run_dir: RunDir, name: str) -> None:
+    """A stage found fresh: forget an unpublished attempt and its leftovers (finished units, a half-built stage
+    folder, a swapped-out old one), which only a rerun with other settings could have used."""
+    if run_dir.attempt(name) is not None:
+        run_dir.clear_attempt(name)
+    run_dir.remove_work(name)
+    shutil.rmtree(run_dir.staging_dir(name), ignore_errors=True)
+    for trash in run_dir.path.glob(f".trash/{name}-*"):
+        shutil.rmtree(trash, ignore_errors=True)
 
 
 def run_stages(run_dir: RunDir, config: PipelineConfig, stages: list[str], forced: list[str]) -> list[dict[str, Any]]:

@@ -110,7 +110,8 @@ class RunDir:
 
         path = self._state_path(stage)
         path.parent.mkdir(parents=True, exist_ok=True)
-        record = {"status": status, "at": utc_now(), "fingerprint": fingerprint,
+        at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")  # orders after a same-second publish
+        record = {"status": status, "at": at, "fingerprint": fingerprint,
                   "job_dir": str(job_dir) if job_dir else None, **({"detail": detail} if detail else {}), **data}
         fsutil.atomic_write_text(path, json.dumps(redact(record), indent=2, ensure_ascii=False) + "\n")
 

@@ -112,6 +112,9 @@ class UnitStage(Protocol):
 
     def finalize(self, ctx: StageContext, done: StepResults, out_dir: Path) -> StageOutcome: ...
 
+    # optional: unit_work(unit, result) -> (amount, name) | None: the work a finished unit did (e.g. documents),
+    # for the rate the progress line shows
+
     def summary_markdown(self, manifest: Manifest) -> str: ...
 
 
@@ -119,6 +122,8 @@ class UnitStage(Protocol):
 class RunStage(Protocol):
     name: ClassVar[str]
     code_version: ClassVar[str]
+    # optional: long_job = True (runs in ctx.job_dir); launch_only_settings = ("slurm",): keys of its section
+    # that decide where and how it runs, not what it produces, so they stay out of its fingerprint
 
     def input_signature(self, ctx: StageContext) -> Any: ...
 

@@ -52,9 +52,12 @@ def test_full_flow_lineage_and_reruns(prefect_harness, tmp_path, udhr_dir, capsy
     assert (run_dir / "compliance" / "index.html").exists() and m["compliance"]["summary"]["open items"] == 0
     from prefect.artifacts import Artifact  # what the Prefect UI shows for each stage
 
+    from flows.stages import artifact_key
+    from pipeline.rundir import RunDir
+
     for stage in STAGE_NAMES:
-        assert Artifact.get(f"{stage}-summary") is not None, stage
-    assert "bits/byte" in Artifact.get("evaluate-summary").data
+        assert Artifact.get(artifact_key(RunDir(run_dir), f"{stage}-summary")) is not None, stage
+    assert "bits/byte" in Artifact.get(artifact_key(RunDir(run_dir), "evaluate-summary")).data
 
     # everything fresh: skipped in seconds
     t0 = time.monotonic()

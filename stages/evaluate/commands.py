@@ -28,7 +28,7 @@ def cmd_evaluate(args) -> int:
     from pipeline.runconfig import resolve
     from stages.evaluate.runner import evaluate_run
 
-    rd, config = resolve(None, args.run_dir)
+    rd, config = resolve(None, args.run_dir, existing=True)
     outcome = evaluate_run(rd, config, which=args.checkpoint)
     for s in outcome.skipped:
         print(f"europa: evaluate: skipped step-{s['step']}: {s['reason']}", file=sys.stderr)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from europa_model.checkpoints import JOB_INFO, Checkpoint, complete_checkpoints, model_info
+from europa_model.checkpoints import JOB_INFO, Checkpoint, complete_checkpoints, incomplete_checkpoints, model_info
 from europa_model.devices import resolve_device
 from pipeline import progress
 from pipeline.config import PipelineConfig
@@ -64,7 +64,7 @@ def select(checkpoints: list[Checkpoint], store: EvalStore, which: str | None) -
     if not checkpoints:
         raise NothingToEvaluate("no complete checkpoint yet; the pretrain stage writes them (europa stage pretrain)")
     if which == "latest":
-        return [checkpoints[-1]]
+        return [checkpoints[-1]]  # (a damaged newer one was refused by latest_is_damaged before)
     by_name = {c.name: c for c in checkpoints}
     if which not in by_name:
         raise NothingToEvaluate(f"no complete checkpoint {which} (complete: {', '.join(by_name)}); one still being "
@@ -78,6 +78,12 @@ def evaluate_run(run_dir: RunDir, config: PipelineConfig, *, which: str | None =
     pretrain = config.section("pretrain")
     store = EvalStore(run_dir.store_dir(STORE))
     checkpoints = complete_checkpoints(run_dir.stage_dir(TRAINING)) if published_only else run_checkpoints(run_dir)
+    damaged = [c for c in incomplete_checkpoints(run_dir.stage_dir(TRAINING)) if not checkpoints or c.step > checkpoints[-1].step]
+    if which == "latest" and damaged:  # a finished job's checkpoint lost its .metadata: never evaluate an older one instead
+        older = f"the latest complete one is {checkpoints[-1].name} (--checkpoint {checkpoints[-1].name})" if checkpoints else "no complete one"
+        raise CheckpointError(f"checkpoint {damaged[-1].path}: has no .metadata (damaged: a published checkpoint is always "
+                              f"complete); rerun the pretrain stage (europa run --run-dir {run_dir.path}), or evaluate an "
+                              f"older step: {older}")
     outcome = EvalOutcome()
     with run_dir.store_lock(STORE, f"evaluating {run_dir.path}"):
         todo = select(checkpoints, store, which)

@@ -85,6 +85,10 @@ class IngestStage:
         pq.write_table(to_table(removed, REJECTED_SCHEMA), out_dir / "removed.parquet")
         return {"lang": lang, "source": source.name, "stats": stats.to_dict()}
 
+    @staticmethod
+    def unit_work(unit: Unit, result: dict[str, Any]) -> tuple[float, str]:
+        return float(result["stats"].get("bytes_in", 0)) / 1e6, "MB"
+
     # --- merge, dedup, publish ----------------------------------------------------------------------
     def finalize(self, ctx: StageContext, done: StepResults, out_dir: Path) -> StageOutcome:
         import numpy as np

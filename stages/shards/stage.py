@@ -68,6 +68,10 @@ class ShardsStage:
             raise StageError(f"stage shards: {e}; retrain it (europa stage tokenizer --force)") from None
         return {"lang": unit.payload["lang"], "shards": records}
 
+    @staticmethod
+    def unit_work(unit: Unit, result: dict[str, Any]) -> tuple[float, str]:
+        return float(sum(r["tokens"] for r in result["shards"])), "tokens"
+
     def finalize(self, ctx: StageContext, done: StepResults, out_dir: Path) -> StageOutcome:
         import sentencepiece as spm
 

@@ -57,6 +57,10 @@ class TokenizerStage:
         written = write_language_sample(files, share, ctx.config.run.seed, cfg.sample.max_line_chars, out_dir / "sample.txt")
         return {**p, **written, "sha256": sha256_file(out_dir / "sample.txt")}
 
+    @staticmethod
+    def unit_work(unit: Unit, result: dict[str, Any]) -> tuple[float, str]:
+        return float(result["chars"]) / 1e6, "M chars"
+
     def finalize(self, ctx: StageContext, done: StepResults, out_dir: Path) -> StageOutcome:
         from stages.tokenizer.hf_export import check_equivalence, export_hf
         from stages.tokenizer.record import TokenizerRecord

@@ -182,7 +182,10 @@ def test_scheduled_deployment_evaluates_exactly_the_new_checkpoints(prefect_harn
     assert result["evaluated"] == [9] and result["flagged"] == ["de"]
     from prefect.artifacts import Artifact
 
-    flags = Artifact.get("evaluation-regressions")
+    from flows.stages import artifact_key
+    from pipeline.rundir import RunDir
+
+    flags = Artifact.get(artifact_key(RunDir(run_dir), "evaluation-regressions"))
     assert flags is not None and "de" in str(flags.data)  # the table artifact the Prefect UI shows
     assert trigger()["evaluated"] == []
     shutil.copy2(run_dir / "pretrain" / "checkpoints" / "step-6" / ".metadata", run_dir / "pretrain" / "checkpoints" / "step-12")
@@ -205,3 +208,15 @@ def test_live_checkpoints_of_an_unpublished_job_are_found(tmp_path):
     published.mkdir(parents=True)
     (published / ".metadata").write_bytes(b"x")
     assert [c.step for c in run_checkpoints(rd)] == [5, 10, 20]
+
+
+def test_latest_never_falls_back_silently_past_a_damaged_published_checkpoint(run, capsys):
+    """A published checkpoint is complete by construction: one without .metadata is damage, named, not skipped."""
+    _, run_dir = run
+    (run_dir / "pretrain" / "checkpoints" / "step-6" / ".metadata").unlink()
+    assert main(["evaluate", "--run-dir", str(run_dir), "--checkpoint", "latest"]) == 1
+    err = capsys.readouterr().err
+    assert f"{run_dir / 'pretrain' / 'checkpoints' / 'step-6'}: has no .metadata" in err and "step-3" in err
+    assert main(["status", "--run-dir", str(run_dir), "--json"]) == 0
+    pretrain = next(s for s in json.loads(capsys.readouterr().out) if s["stage"] == "pretrain")
+    assert pretrain["state"] == "damaged" and "step-6/.metadata is missing" in pretrain["reason"]

@@ -1,0 +1,114 @@
+"""Issue 19: every failure loud and named, damaged outputs never "fresh", read-only commands that write nothing.
+
+Each test drives the real CLI (`pipeline.cli.main`) on a real run directory and asserts the exit code and the
+one line the user gets.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+from tests.conftest import udhr_source, write_config
+
+DATA = "[tokenizer]\nvocab_size = 600\nreserved_tokens = 0\n[shards]\nval_fraction = 0.1\n"
+
+
+@pytest.fixture(scope="module")
+def data_stages(tmp_path_factory, udhr_dir) -> tuple[Path, Path]:
+    """(config, run dir) after ingest -> tokenizer -> shards on two languages, once; tests work on copies."""
+    tmp = tmp_path_factory.mktemp("silent")
+    cfg = write_config(tmp, udhr_source(udhr_dir) + DATA, languages='["de", "mt"]')
+    assert main(["run", "--config", str(cfg), "--run-dir", str(tmp / "run"), "--to", "shards"]) == 0
+    return cfg, tmp / "run"
+
+
+@pytest.fixture
+def run(data_stages, tmp_path) -> Path:
+    dst = tmp_path / "run"
+    shutil.copytree(data_stages[1], dst, ignore=shutil.ignore_patterns(".lock"))
+    return dst
+
+
+def status_of(run: Path, capsys) -> dict[str, dict]:
+    capsys.readouterr()
+    assert main(["status", "--run-dir", str(run), "--json"]) == 0
+    return {s["stage"]: s for s in json.loads(capsys.readouterr().out)}
+
+
+def outputs(run: Path, stage: str, suffix: str) -> Path:
+    m = json.loads((run / stage / "manifest.json").read_text())
+    return run / stage / next(o["path"] for o in m["outputs"] if o["path"].endswith(suffix))
+
+
+@pytest.mark.parametrize("stage, suffix, damage", [
+    ("ingest", ".parquet", "truncate"),
+    ("tokenizer", "tokenizer.model", "delete"),
+    ("shards", ".bin", "truncate"),
+])
+def test_damaged_outputs_are_never_fresh_and_a_run_repairs_them(run, capsys, stage, suffix, damage):
+    target = outputs(run, stage, suffix)
+    if damage == "delete":
+        target.unlink()
+    else:
+        target.write_bytes(target.read_bytes()[: target.stat().st_size // 2])
+    st = status_of(run, capsys)[stage]
+    assert st["state"] == "damaged" and str(target) in st["reason"]
+    assert main(["run", "--run-dir", str(run), "--to", "shards"]) == 0
+    out = capsys.readouterr()
+    assert f"{stage}: ran" in out.out and "rerunning the stage" in out.err
+    assert all(s["state"] == "fresh" for name, s in status_of(run, capsys).items() if name in ("ingest", "tokenizer", "shards"))
+
+
+def test_read_only_commands_refuse_a_missing_run_and_create_nothing(tmp_path, capsys):
+    missing = tmp_path / "nonexistent"
+    assert main(["status", "--run-dir", str(missing)]) == 2
+    assert f"{missing}: no such run directory" in capsys.readouterr().err
+    assert main(["evaluate", "--run-dir", str(missing)]) == 2
+    assert f"{missing}: no such run directory" in capsys.readouterr().err
+    assert not missing.exists()
+
+
+def test_a_run_dir_that_is_a_file_is_one_clear_line(tmp_path, capsys):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    assert main(["run", "--run-dir", str(f), "--to", "ingest"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{f}: is a file, not a run directory" in err
+
+
+def test_a_run_says_which_config_it_uses(run, capsys):
+    assert main(["run", "--run-dir", str(run), "--to", "shards"]) == 0
+    assert f"europa: run directory {run}; the run's own {run / 'run.toml'}" in capsys.readouterr().out
+
+
+def test_status_with_the_config_file_agrees_with_the_run_it_made(tmp_path, udhr_dir, capsys):
+    """The run records its settings with secrets masked; the file it came from holds them: both are fresh."""
+    cfg = write_config(tmp_path, udhr_source(udhr_dir).replace(
+        'homepage = "https://www.unicode.org/udhr/"', 'homepage = "https://user:s3cret@www.unicode.org/udhr/"'), languages='["mt"]')
+    run = tmp_path / "run"
+    assert main(["run", "--config", str(cfg), "--run-dir", str(run), "--to", "ingest"]) == 0
+    assert "s3cret" not in (run / "run.toml").read_text()
+    capsys.readouterr()
+    assert main(["status", "--config", str(cfg), "--run-dir", str(run), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["state"] == "fresh"
+
+
+def test_an_interrupted_force_is_forgotten_once_a_rerun_finds_everything_fresh(run, capsys):
+    from pipeline.rundir import RunDir
+
+    rd = RunDir(run)
+    fp = rd.manifest("tokenizer").fingerprint
+    rd.record_attempt("tokenizer", "running", fp)  # what a killed `europa run --force tokenizer` leaves behind
+    (rd.work_dir("tokenizer", fp) / "samples" / "sample-de").mkdir(parents=True)
+    (rd.staging_dir("tokenizer")).mkdir(parents=True)
+    (run / ".trash" / "tokenizer-1234").mkdir(parents=True)
+    assert status_of(run, capsys)["tokenizer"]["state"] == "interrupted"
+    assert main(["run", "--run-dir", str(run), "--to", "shards"]) == 0
+    assert status_of(run, capsys)["tokenizer"]["state"] == "fresh"
+    assert not (run / ".work" / "tokenizer").exists() and not rd.staging_dir("tokenizer").exists()
+    assert not (run / ".trash" / "tokenizer-1234").exists()
