@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -24,7 +25,8 @@ from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
 
 from pipeline import progress
 from pipeline.config import PipelineConfig
-from pipeline.executor import execute_stage, execute_unit, report_unit
+from pipeline.executor import RETRIES, execute_stage, execute_unit, report_unit
+from pipeline.retry import is_transient
 from pipeline.registry import STAGE_NAMES, get_stage
 from pipeline.rundir import RunDir
 from pipeline.runconfig import load_run_config
@@ -37,10 +39,29 @@ def unit_task(ctx: StageContext, unit: Unit) -> dict[str, Any]:
 
 
 def prefect_mapper(ctx: StageContext, units: list[Unit]) -> list[dict[str, Any]]:
-    futures = {unit_task.submit(ctx, unit): unit for unit in units}
-    for done, fut in enumerate(as_completed(list(futures)), start=1):
-        report_unit(ctx, done, len(units), futures[fut], fut.result())  # result() raises the first failure at once
-    return [f.result() for f in futures]
+    """Each unit a task; the first failure is raised at once, except a transient one (a Dask worker lost with
+    its node), after which the unit is submitted again ([orchestration] retries, counted like a unit's own)."""
+    o = ctx.config.orchestration
+    pending = {unit_task.submit(ctx, unit): (unit, 0) for unit in units}
+    results: dict[str, dict[str, Any]] = {}
+    while pending:
+        for fut in as_completed(list(pending)):
+            unit, tries = pending.pop(fut)
+            try:
+                result = fut.result()
+            except Exception as e:
+                if tries >= o.retries or not is_transient(e):
+                    raise
+                progress.note(ctx.stage, f"unit {unit.id}: {type(e).__name__}: {e}; submitting it again "
+                              f"({tries + 1} of {o.retries})")
+                time.sleep(o.retry_backoff_s * 2**tries)
+                pending[unit_task.submit(ctx, unit)] = (unit, tries + 1)
+                continue
+            if tries:
+                result = {**result, RETRIES: result.get(RETRIES, 0) + tries}
+            results[unit.id] = result
+            report_unit(ctx, len(results), len(units), unit, result)
+    return [results[u.id] for u in units]
 
 
 # The stages whose units task_runner = "dask" sends to Dask workers (CPU work, files in, files out). The later
@@ -119,7 +140,9 @@ def _run_stage(run_dir: str, force: bool = False) -> dict[str, Any]:
     manifest, ran = execute_stage(rd, config, name, force=force, mapper=prefect_mapper)
     logger = get_run_logger()
     if ran:
-        create_markdown_artifact(key=artifact_key(rd, f"{name}-summary"), markdown=get_stage(name).summary_markdown(manifest),
+        report = rd.stage_dir(name) / "report.md"  # a stage's own report, where it writes one, is what people read
+        markdown = report.read_text(encoding="utf-8") if report.exists() else get_stage(name).summary_markdown(manifest)
+        create_markdown_artifact(key=artifact_key(rd, f"{name}-summary"), markdown=markdown,
                                  description=f"{name} stage of {rd.path}")
         logger.info("%s published to %s", name, rd.stage_dir(name))
     else:
@@ -162,8 +185,8 @@ def prefect_console_to_run_log() -> Iterator[None]:
     try:
         yield
     finally:
-        for h, level in consoles:
-            h.setLevel(level)
+        for h, level in consoles:  # afterwards warnings only: the temporary server's goodbye is not news either
+            h.setLevel(max(level, logging.WARNING))
         for h in files:
             root.removeHandler(h)
 

@@ -59,11 +59,34 @@ def main(argv: list[str] | None = None) -> int:
         return args.handler(args)
     except KeyboardInterrupt:
         return _fail("interrupted; finished units are kept and a rerun resumes from them", EXIT_INTERRUPTED)
+    except OSError as e:  # the file system said no: say which path and what to do about it
+        if os.environ.get("EUROPA_DEBUG"):
+            raise
+        return _fail(*os_error_message(e, getattr(args, "run_dir", None)))
     except Exception as e:  # noqa: BLE001 - one line for the user; details in <run>/.state/<stage>.json
         if os.environ.get("EUROPA_DEBUG"):
             raise
         code = getattr(e, "exit_code", None)
         return _fail(str(e) if code is not None else f"{type(e).__name__}: {e}", code or 1)
+
+
+def os_error_message(e: OSError, run_dir: str | None) -> tuple[str, int]:
+    """One line and an exit code for an operating-system error: the path, the problem, the fix."""
+    import errno
+
+    where = e.filename or run_dir or "the run directory"
+    fixes = {
+        errno.ENOSPC: ("no space left on the device", "free space there or choose another --run-dir; a rerun resumes "
+                       "from the finished units", 1),
+        errno.EDQUOT: ("disk quota exceeded", "free space or choose another --run-dir", 1),
+        errno.EROFS: ("read-only file system", "choose a writable --run-dir", 2),
+        errno.EACCES: ("permission denied", "choose a --run-dir you can write, or fix the folder's permissions", 2),
+        errno.EPERM: ("operation not permitted", "choose a --run-dir you can write", 2),
+        errno.EEXIST: ("exists and is in the way", "remove it or choose another --run-dir", 2),
+        errno.ENOTDIR: ("a file where a folder is needed", "remove the file or choose another --run-dir", 2),
+    }
+    what, fix, code = fixes.get(e.errno, (e.strerror or type(e).__name__, "check the path", 1))
+    return f"{where}: {what}; {fix}", code
 
 
 def _fail(message: str, code: int) -> int:

@@ -84,9 +84,16 @@ def run_log(rd: RunDir) -> Iterator[Path]:
     europa.setLevel(logging.INFO)
     europa.propagate = False  # the terminal gets these lines from pipeline/progress.py, not from a log handler
     europa.addHandler(handler)
+    warnings_log = logging.getLogger("py.warnings")  # library warnings (torch, torchtitan) go to the file too
+    warnings_log.addHandler(handler)
+    warnings_log.propagate = False
+    logging.captureWarnings(True)
     try:
         yield path
     finally:
+        logging.captureWarnings(False)
+        warnings_log.removeHandler(handler)
+        warnings_log.propagate = True
         europa.removeHandler(handler)
         handler.close()
 

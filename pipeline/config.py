@@ -84,6 +84,10 @@ class OrchestrationConfig(StrictModel):
         description="Parallel units at most on this machine; with task_runner dask and no dask_address, the local "
         "Dask cluster's worker processes (1 thread each).",
     )
+    retries: int = Field(
+        2, ge=0, description="Tries again after a transient failure of a unit (a time-out, a dropped connection, a "
+        "lost Dask worker), with doubling delays; counted in the manifest. Other failures are never retried.")
+    retry_backoff_s: float = Field(5.0, ge=0, description="Delay before the first retry; each further one doubles it.")
     dask_address: str | None = Field(
         None, min_length=1,
         description="Address of a running Dask scheduler (e.g. tcp://10.1.2.3:8786 from a dask-jobqueue "
@@ -150,6 +154,10 @@ def load_config(path: Path | str | None = None, *, data: dict[str, Any] | None =
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ConfigError(f"{where}: config file not found; pass --config with an existing TOML file") from None
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{where}: not UTF-8 text (byte {e.start}: {e.reason}); save the config as UTF-8") from None
+        except IsADirectoryError:
+            raise ConfigError(f"{where}: is a folder; pass --config a TOML file") from None
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{where}: not valid TOML: {e}; fix the syntax at that line") from None
     base = Path(path).resolve().parent if path is not None else Path.cwd()

@@ -29,11 +29,13 @@ from pipeline.fsutil import atomic_dir, atomic_write_text
 from pipeline.manifest import Manifest, describe_outputs, digest, output_digest
 from pipeline.records import load_record
 from pipeline.registry import DEPENDS_ON, STAGE_NAMES, get_stage
+from pipeline.retry import retrying
 from pipeline.rundir import RunDir, utc_now
 from pipeline.secrets import redact
 from pipeline.stage import StageContext, StageError, StageOutcome, StepResults, Unit, UnitStage
 
 UNIT_RESULT = "result.json"  # written last into a unit folder: its completion marker
+RETRIES = "_retries"  # key of a unit's result that carries the retries it took (taken out before finalize)
 
 # A mapper runs units and returns their results in the same order; engines provide their own.
 UnitMapper = Callable[[StageContext, list[Unit]], list[dict[str, Any]]]
@@ -160,16 +162,25 @@ def _stale_reason(ctx: StageContext, manifest: Manifest) -> str:
 
 
 def execute_unit(ctx: StageContext, unit: Unit) -> dict[str, Any]:
-    """Run one unit unless a finished copy exists; the folder appears under its final name only when done."""
+    """Run one unit unless a finished copy exists; the folder appears under its final name only when done. A
+    transient failure is tried again ([orchestration] retries); the retries it took ride along in the result
+    under RETRIES (the executor takes them out for the manifest)."""
     final = ctx.unit_dir(unit.step, unit.id)
     marker = final / UNIT_RESULT
     if marker.exists():
         return json.loads(marker.read_text())
     final.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_dir(final) as tmp:  # a second worker that finished the same unit first keeps its identical copy
-        result = get_stage(ctx.stage).run_unit(ctx, unit, tmp)
-        (tmp / UNIT_RESULT).write_text(json.dumps(result, ensure_ascii=False, sort_keys=True))
-    return result
+
+    def attempt() -> dict[str, Any]:
+        with atomic_dir(final) as tmp:  # a second worker that finished the same unit first keeps its identical copy
+            result = get_stage(ctx.stage).run_unit(ctx, unit, tmp)
+            (tmp / UNIT_RESULT).write_text(json.dumps(result, ensure_ascii=False, sort_keys=True))
+        return result
+
+    o = ctx.config.orchestration
+    result, retries = retrying(attempt, retries=o.retries, backoff_s=o.retry_backoff_s, on_retry=lambda n, e: progress.note(
+        ctx.stage, f"unit {unit.id}: {type(e).__name__}: {e}; trying again ({n} of {o.retries})"))
+    return {**result, RETRIES: retries} if retries else result
 
 
 def map_units_locally(ctx: StageContext, units: list[Unit]) -> list[dict[str, Any]]:
@@ -186,14 +197,19 @@ def report_unit(ctx: StageContext, done: int, total: int, unit: Unit, result: di
     progress.unit_done(ctx.stage, done, total, unit.id, work(unit, result) if work else None)
 
 
-def run_steps(stage: UnitStage, ctx: StageContext, mapper: UnitMapper) -> StepResults:
-    """Every step of a unit stage in order: plan its units from the earlier steps' results, map them."""
+def run_steps(stage: UnitStage, ctx: StageContext, mapper: UnitMapper, retries: dict[str, int]) -> StepResults:
+    """Every step of a unit stage in order: plan its units from the earlier steps' results, map them; the
+    retries units took are collected into `retries` (step/unit -> count)."""
     done: StepResults = {}
     for step in stage.steps:
         units = [replace(u, step=step) for u in sorted(stage.plan(ctx, step, done), key=lambda u: u.id)]
         progress.stage_started(ctx.stage, len(units), step if len(stage.steps) > 1 else None)
         results = mapper(ctx, units) if units else []
-        done[step] = {u.id: r for u, r in zip(units, results)}
+        done[step] = {}
+        for u, r in zip(units, results):
+            if RETRIES in r:
+                retries[f"{step}/{u.id}"] = r.pop(RETRIES)
+            done[step][u.id] = r
     return done
 
 
@@ -220,8 +236,9 @@ def execute_stage(
     try:
         if force:  # forced means from scratch, not from the units (or the job) of an earlier attempt
             shutil.rmtree(ctx.work_dir, ignore_errors=True)
+        retries: dict[str, int] = {}
         if isinstance(stage, UnitStage):
-            done = run_steps(stage, ctx, mapper or map_units_locally)
+            done = run_steps(stage, ctx, mapper or map_units_locally, retries)
             staging = run_dir.fresh_staging(name)
             outcome = stage.finalize(ctx, done, staging)
         else:
@@ -229,6 +246,7 @@ def execute_stage(
             staging = run_dir.fresh_staging(name)
             outcome = stage.run(ctx, staging)
         manifest = _manifest(ctx, stage, outcome, staging, started, t0)
+        manifest.retries = dict(sorted(retries.items()))
         atomic_write_text(staging / "manifest.json", manifest.to_json())
         run_dir.publish(name)
         run_dir.remove_work(name)

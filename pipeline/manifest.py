@@ -46,6 +46,7 @@ class Manifest:
     statistics: dict[str, Any] = field(default_factory=dict)
     skipped: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)  # a few key counts for `europa status`
+    retries: dict[str, int] = field(default_factory=dict)  # step/unit -> transient failures tried again
     schema_version: int = MANIFEST_SCHEMA_VERSION
 
     def to_json(self) -> str:

@@ -98,16 +98,20 @@ def unit_done(stage: str, done: int, total: int, unit_id: str, work: tuple[float
         rate = ""
         if stage in _work:
             amount, name = _work[stage]
-            rate = f", {amount / elapsed:,.0f} {name}/s"
+            per_s = amount / elapsed
+            rate = f", {per_s:,.1f} {name}/s" if per_s < 100 else f", {per_s:,.0f} {name}/s"
         line = (f"[{stage}] {done}/{total} units ({done / total:.0%}){rate}, {_duration(elapsed)} elapsed"
                 + (f", ~{_duration(eta)} left" if done < total else ""))
     _status(stage, line, final=done == total)
 
 
-def training(stage: str, step: int, steps: int, loss: float, tokens_per_s: float | None, elapsed_s: float) -> None:
-    """The live line of a training job: step, loss, throughput, ETA."""
-    done = max(step, 0)
-    eta = elapsed_s / done * (steps - done) if done and steps > done else 0.0
+def training(stage: str, step: int, steps: int, loss: float, tokens_per_s: float | None,
+             since: tuple[int, float] | None = None) -> None:
+    """The live line of a training job: step, loss, throughput, ETA (from the pace since `since` = (a step seen
+    earlier, its monotonic time), so start-up and a resumed job's earlier steps do not distort it)."""
+    eta = 0.0
+    if since is not None and step > since[0] and steps > step:
+        eta = (time.monotonic() - since[1]) / (step - since[0]) * (steps - step)
     line = (f"[{stage}] step {step:,}/{steps:,}, loss {loss:.4f}"
             + (f", {tokens_per_s:,.0f} tokens/s per device" if tokens_per_s else "")
             + (f", ~{_duration(eta)} left" if eta else ""))

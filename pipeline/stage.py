@@ -95,6 +95,12 @@ class StageError(EuropaError, RuntimeError):
     exit_code = 1
 
 
+class InputError(StageError):
+    """A stage refused its input (a bad file, a source that yields nothing): bad input, exit 2 like a bad config."""
+
+    exit_code = 2
+
+
 @runtime_checkable
 class UnitStage(Protocol):
     name: ClassVar[str]

@@ -166,7 +166,7 @@ def test_bad_inputs_are_recorded_with_file_and_line(tmp_path, udhr_dir):
     strict = write_config(tmp_path / "strict", body.replace("[ingest.quality]", "[ingest]\non_error = \"fail\"\n[ingest.quality]"),
                           languages='["de"]')
     run2 = tmp_path / "run2"
-    assert run_ingest(strict, run2) == 1
+    assert run_ingest(strict, run2) == 2  # bad input: exit 2, as documented
     assert not (run2 / "ingest").exists()
     state = json.loads((run2 / ".state" / "ingest.json").read_text())
     assert state["status"] == "failed" and "on_error = \"fail\"" in state["error"] and str(src) in state["error"]

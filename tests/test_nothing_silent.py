@@ -112,3 +112,77 @@ def test_an_interrupted_force_is_forgotten_once_a_rerun_finds_everything_fresh(r
     assert status_of(run, capsys)["tokenizer"]["state"] == "fresh"
     assert not (run / ".work" / "tokenizer").exists() and not rd.staging_dir("tokenizer").exists()
     assert not (run / ".trash" / "tokenizer-1234").exists()
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A small file system of our own (a full disk, a read-only one); skipped where mounting is not allowed."""
+    import subprocess
+
+    mounted = []
+
+    def mount(name: str, options: str) -> Path:
+        point = tmp_path / name
+        point.mkdir()
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)], capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip() or 'not root'})")
+        mounted.append(point)
+        return point
+
+    yield mount
+    for point in mounted:
+        subprocess.run(["umount", str(point)], capture_output=True)
+
+
+def test_a_full_disk_is_one_line_and_nothing_half_published(tmpfs, udhr_dir, tmp_path, capsys):
+    disk = tmpfs("full", "size=160k")
+    cfg = write_config(tmp_path, udhr_source(udhr_dir), languages='["de", "fr", "it", "pl"]')
+    assert main(["run", "--config", str(cfg), "--run-dir", str(disk / "run"), "--to", "ingest"]) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("europa: error")]
+    assert len(err) == 1 and "no space left on the device" in err[0] and str(disk) in err[0]
+    assert not (disk / "run" / "ingest").exists()
+
+
+def test_a_read_only_run_dir_is_one_line(tmpfs, udhr_dir, tmp_path, capsys):
+    ro = tmpfs("ro", "ro,size=64k")
+    cfg = write_config(tmp_path, udhr_source(udhr_dir), languages='["de"]')
+    assert main(["run", "--config", str(cfg), "--run-dir", str(ro / "run"), "--to", "ingest"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("europa: error") == 1 and f"{ro / 'run'}: read-only file system; choose a writable --run-dir" in err
+
+
+def test_a_config_that_is_not_utf8_names_the_file(tmp_path, capsys):
+    cfg = tmp_path / "latin1.toml"
+    cfg.write_bytes('[run]\nname = "caf\xe9"\n'.encode("latin-1"))
+    assert main(["status", "--config", str(cfg), "--run-dir", str(tmp_path)]) == 2
+    assert f"{cfg}: not UTF-8 text" in capsys.readouterr().err
+
+
+def test_a_transient_failure_is_tried_again_and_counted(tmp_path, udhr_dir, monkeypatch):
+    """A unit whose first try times out (a network blip) is retried; the output is what it would have been, the
+    retry is in the manifest, and a failure that is not transient is never retried."""
+    from stages.ingest.stage import IngestStage
+
+    real, calls = IngestStage.run_unit, []
+
+    def flaky(self, ctx, unit, out_dir):
+        calls.append(unit.id)
+        if unit.id.startswith("mt-") and calls.count(unit.id) == 1:
+            raise TimeoutError("read timed out (injected)")
+        return real(self, ctx, unit, out_dir)
+
+    monkeypatch.setattr(IngestStage, "run_unit", flaky)
+    body = udhr_source(udhr_dir)
+    cfg = write_config(tmp_path, body, languages='["de", "mt"]')
+    cfg.write_text(cfg.read_text().replace("max_workers = 2", "max_workers = 2\nretry_backoff_s = 0.0"))
+    assert main(["run", "--config", str(cfg), "--run-dir", str(tmp_path / "run"), "--to", "ingest"]) == 0
+    m = json.loads((tmp_path / "run" / "ingest" / "manifest.json").read_text())
+    assert m["retries"] == {"documents/mt-udhr-00000": 1} and m["statistics"]["per_language"]["mt"]["kept"] > 0
+
+    def broken(self, ctx, unit, out_dir):
+        raise ValueError("not transient")
+
+    monkeypatch.setattr(IngestStage, "run_unit", broken)
+    calls.clear()
+    assert main(["run", "--config", str(cfg), "--run-dir", str(tmp_path / "run2"), "--to", "ingest"]) == 1

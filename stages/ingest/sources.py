@@ -114,7 +114,7 @@ def _read_jsonl(source: SourceConfig, lang: str, ref: str) -> Iterator[RawDoc | 
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
                 yield InputProblem(ref, lineno, "malformed_json",
-                                   f"{ref}:{lineno}: malformed JSON ({e.msg} at column {e.colno}); fix or remove the line")
+                                   f"{ref}:{lineno}: malformed JSON at column {e.colno} ({e.msg}); fix or remove the line")
                 continue
             if not isinstance(obj, dict):
                 yield InputProblem(ref, lineno, "malformed_json", f"{ref}:{lineno}: expected a JSON object per line")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.manifest import Manifest
-from pipeline.stage import StageContext, StageError, StageOutcome, StepResults, Unit
+from pipeline.stage import InputError, StageContext, StageError, StageOutcome, StepResults, Unit
 from stages.ingest.config import IngestConfig
 from stages.ingest.process import (EXACT_DUP, NEAR_DUP, InputFailed, add_dedup_keys, per_domain_bytes,
                                    process_inputs)
@@ -73,13 +73,13 @@ class IngestStage:
         if not refs:
             message = f"source {source.name}: no input for language {lang} (path {source.path!r}); check the path or the source's languages"
             if settings.on_error == "fail":
-                raise StageError(f"stage ingest: {message} (on_error = \"fail\")")
+                raise InputError(f"stage ingest: {message} (on_error = \"fail\")")
             return {"lang": lang, "source": source.name, "stats": {"problems": [
                 {"source": source.name, "lang": lang, "input": source.path, "line": None, "reason": "no_inputs", "message": message}]}}
         try:
             kept, removed, stats = process_inputs(settings, source, lang, refs)
         except InputFailed as e:
-            raise StageError(f"stage ingest: {e}") from None
+            raise InputError(f"stage ingest: {e}") from None
         add_dedup_keys(kept, settings)
         pq.write_table(to_table(kept, UNIT_KEPT_SCHEMA), out_dir / "kept.parquet")
         pq.write_table(to_table(removed, REJECTED_SCHEMA), out_dir / "removed.parquet")
@@ -189,6 +189,9 @@ class IngestStage:
             "pii_redactions": dict(sorted(pii.items())),
             "languages_without_documents": empty,
         })
+        from stages.ingest.report import write_report
+
+        write_report(out_dir, statistics)  # after the parts: it reads its examples back from rejected/
         summary = {"languages": len(per_lang) - len(empty), "docs in": totals["docs_in"], "kept": totals["kept"],
                    "MB kept": round(totals["kept_bytes"] / 1e6, 2), "skipped inputs": len(skipped)}
         return StageOutcome(statistics=statistics, summary=summary, skipped=skipped, rows=rows_out)

@@ -27,6 +27,24 @@ def metrics(job_dir: Path) -> list[dict]:
     return [by_step[s] for s in sorted(by_step)]
 
 
+def last_metrics(job_dir: Path) -> dict | None:
+    """The last logged step, read from the end of metrics.jsonl (it grows for weeks: never read it whole to
+    show progress); None before the first step."""
+    path = Path(job_dir) / "metrics.jsonl"
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, 2) - 8192))
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return None
+    for line in reversed(lines):
+        try:
+            return json.loads(line)
+        except ValueError:  # a torn last line, or the cut first one
+            continue
+    return None
+
+
 def segments(job_dir: Path) -> list[dict]:
     """Process lifetimes: [{start, end, start_step, end_step, world_size, device_type, ended}].
 

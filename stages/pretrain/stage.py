@@ -84,19 +84,20 @@ class PretrainStage:
             if resolve_device(settings.device) == "cpu" and not complete_checkpoints(job) \
                     and not (job / "seed" / "checkpoints" / "step-0" / ".metadata").exists():
                 progress.note(self.name, "writing a seed checkpoint (CPU ranks cannot initialise sharded experts differently)")
-                self._stream(self._command(ctx, job, "--seed-checkpoint"), env, job, "seed")
+                self._stream(self._command(ctx, job, "--seed-checkpoint"), env, job, "seed", 0)
             cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world}",
                    "-m", "stages.pretrain.entry", "--run-dir", str(ctx.run_dir.path), "--job-dir", str(job)]
         else:
             cmd = self._command(ctx, job)
         progress.note(self.name, f"training {settings.flavor} for {settings.steps} steps on {world} process(es); log {job / 'train.log'}")
-        self._stream(cmd, env, job, "train")
+        self._stream(cmd, env, job, "train", settings.steps)
 
-    def _stream(self, cmd: list[str], env: dict, job: Path, what: str) -> None:
-        """Run a training process, keep its output in train.log, show step lines at most every 2 s."""
+    def _stream(self, cmd: list[str], env: dict, job: Path, what: str, steps: int) -> None:
+        """Run a training process, keep its output in train.log, show the training's live line (step, loss,
+        tokens/s, ETA) from the metrics it records whenever it logs a step."""
         clear_failures(job)
         tail: deque[str] = deque(maxlen=15)
-        last_shown = 0.0
+        first: tuple[int, float] | None = None  # the first step seen and when: the ETA leaves start-up out
         with open(job / "train.log", "a", encoding="utf-8") as log:
             log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd)}\n")
             proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -105,9 +106,10 @@ class PretrainStage:
                 for line in proc.stdout:
                     log.write(line)
                     tail.append(line.rstrip())
-                    if " step: " in line and time.monotonic() - last_shown >= progress.MIN_INTERVAL_S:
-                        last_shown = time.monotonic()
-                        progress.note(self.name, line.split(" - INFO - ", 1)[-1].strip())
+                    if " step: " in line and (row := jobdir.last_metrics(job)) is not None:
+                        first = first or (row["step"], time.monotonic())
+                        progress.training(self.name, row["step"], steps, row.get("loss", float("nan")),
+                                          row.get("tokens_per_s_per_device"), since=first)
                 code = proc.wait()
             except BaseException:
                 proc.terminate()

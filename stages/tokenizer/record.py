@@ -49,7 +49,9 @@ class LanguageMetrics(Record):
     bytes: int
     fertility: float | None = Field(description="Tokens per word (None without words).")
     bytes_per_token: float | None
-    byte_fallback_rate: float | None = Field(description="Share of tokens that are byte-fallback pieces.")
+    byte_fallback_rate: float | None = Field(
+        description="Share of tokens that are byte-fallback pieces for characters the vocabulary lacks (newlines apart).")
+    newline_rate: float | None = Field(None, description="Share of tokens that are newlines (the byte piece <0x0A>).")
     parity: float | None = Field(description="Tokens relative to the reference language on parallel text; None without parallel text.")
     parallel_texts: int | None = Field(None, description="Parallel texts shared with the reference language (absent without).")
 

@@ -66,7 +66,10 @@ def measure(model_path: Path, texts: dict[str, dict[str, str]], reference: str, 
     import sentencepiece as spm
 
     sp = spm.SentencePieceProcessor(model_file=str(model_path))
-    is_byte = [sp.IsByte(i) for i in range(sp.GetPieceSize())]
+    # A newline is one byte piece <0x0A>: one token either way (a piece of its own would cost the same), so it
+    # is reported apart, and "byte fallback" means what it says: characters the vocabulary does not know.
+    newline = sp.PieceToId("<0x0A>")
+    is_byte = [sp.IsByte(i) and i != newline for i in range(sp.GetPieceSize())]
     tokens_by_lang: dict[str, dict[str, int]] = {}
     result: dict[str, dict[str, Any]] = {}
     for lang, docs in texts.items():
@@ -77,11 +80,13 @@ def measure(model_path: Path, texts: dict[str, dict[str, str]], reference: str, 
         n_words = sum(len(docs[k].split()) for k in keys)
         n_bytes = sum(len(docs[k].encode("utf-8")) for k in keys)
         n_fallback = sum(is_byte[t] for x in ids for t in x)
+        n_newlines = sum(t == newline for x in ids for t in x)
         result[lang] = {
             "texts": len(keys), "tokens": n_tokens, "words": n_words, "bytes": n_bytes,
             "fertility": round(n_tokens / n_words, 4) if n_words else None,
             "bytes_per_token": round(n_bytes / n_tokens, 4) if n_tokens else None,
             "byte_fallback_rate": round(n_fallback / n_tokens, 6) if n_tokens else None,
+            "newline_rate": round(n_newlines / n_tokens, 6) if n_tokens else None,
             "parity": None,
         }
     if parallel and reference in tokens_by_lang:
@@ -101,15 +106,18 @@ def write_reports(metrics: dict[str, dict[str, Any]], meta: dict[str, Any], out_
         f"# Tokenizer report: {meta['model_type']} {meta['vocab_size']:,} pieces",
         "",
         f"Evaluation text: {meta['evaluation_text']}. Parity = tokens for the same text / tokens in English "
-        f"(1.0 = as cheap as English). Fertility = tokens per whitespace-separated word.",
+        f"(1.0 = as cheap as English). Fertility = tokens per whitespace-separated word. Byte fallback = share of "
+        f"tokens that are byte pieces for characters the vocabulary lacks; newlines (the byte piece <0x0A>, one "
+        f"token as a piece of their own would be) are counted apart.",
         "",
-        "| language | parity | fertility | bytes/token | byte fallback | texts |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| language | parity | fertility | bytes/token | byte fallback | newlines | texts |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     fmt = lambda v, spec: "n/a" if v is None else format(v, spec)  # noqa: E731
     for lang, m in metrics.items():
         lines.append(f"| {lang} {LANGUAGES[lang].english_name} | {fmt(m['parity'], '.3f')} | {fmt(m['fertility'], '.3f')} | "
-                     f"{fmt(m['bytes_per_token'], '.2f')} | {fmt(m['byte_fallback_rate'], '.2%')} | {m['texts']:,} |")
+                     f"{fmt(m['bytes_per_token'], '.2f')} | {fmt(m['byte_fallback_rate'], '.2%')} | "
+                     f"{fmt(m.get('newline_rate'), '.2%')} | {m['texts']:,} |")
     parities = [m["parity"] for m in metrics.values() if m["parity"] is not None]
     if parities:
         worst = max(metrics, key=lambda lang: metrics[lang]["parity"] or 0)

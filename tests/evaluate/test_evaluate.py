@@ -183,7 +183,6 @@ def test_scheduled_deployment_evaluates_exactly_the_new_checkpoints(prefect_harn
     from prefect.artifacts import Artifact
 
     from flows.stages import artifact_key
-    from pipeline.rundir import RunDir
 
     flags = Artifact.get(artifact_key(RunDir(run_dir), "evaluation-regressions"))
     assert flags is not None and "de" in str(flags.data)  # the table artifact the Prefect UI shows

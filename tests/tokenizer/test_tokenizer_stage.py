@@ -162,3 +162,16 @@ def test_rebalance_round_retrains_and_records_it(ingested, tmp_path):
     (first,) = s["sample"]["rebalance_rounds"]
     worst = max(first["parity"], key=first["parity"].get)
     assert s["sample"]["per_language"][worst]["target_chars"] > first["target_chars"][worst]
+
+
+def test_newlines_are_reported_apart_from_byte_fallback(trained):
+    """A newline is the byte piece <0x0A> (one token, as a piece of its own would be): counting it as "byte
+    fallback" made the figure 1-2% of layout instead of unknown characters."""
+    from stages.tokenizer.report import measure
+
+    model = trained[2] / "tokenizer" / "tokenizer.model"
+    plain = "Alle Menschen sind frei und gleich an Würde und Rechten geboren"
+    m = measure(model, {"de": {"a": plain, "b": plain.replace(" und ", "\nund\n")}}, "de", parallel=False)["de"]
+    assert m["byte_fallback_rate"] == 0 and m["newline_rate"] > 0
+    unknown = measure(model, {"de": {"a": plain + " 🦜"}}, "de", parallel=False)["de"]
+    assert unknown["byte_fallback_rate"] > 0 and unknown["newline_rate"] == 0

@@ -1,0 +1,52 @@
+"""Transient failures: which errors are worth another try, and trying again with backoff.
+
+At FineWeb-2 scale a network blip (a Hugging Face read that times out, a connection reset, a Dask worker lost
+with its node) must not become a skipped input or a failed stage: the work is retried, the retries are counted
+in the manifest, and only what stays broken after the last try is reported as broken.
+"""
+
+from __future__ import annotations
+
+import errno
+import time
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+
+_TRANSIENT_ERRNOS = frozenset({errno.ETIMEDOUT, errno.ECONNRESET, errno.ECONNABORTED, errno.ECONNREFUSED,
+                               errno.EHOSTUNREACH, errno.ENETUNREACH, errno.ENETDOWN, errno.EAGAIN, errno.EPIPE})
+# by class name, so that no HTTP or cluster library has to be imported to recognise its errors
+_TRANSIENT_NAMES = frozenset({"ReadTimeout", "ConnectTimeout", "ReadTimeoutError", "ConnectTimeoutError",
+                              "RemoteProtocolError", "ReadError", "ConnectError", "ChunkedEncodingError",
+                              "IncompleteRead", "KilledWorker", "CommClosedError", "StreamClosedError",
+                              "HfHubHTTPError"})
+
+
+def is_transient(e: BaseException) -> bool:
+    """A failure that another try may not meet: time-outs, dropped connections, a lost worker."""
+    if isinstance(e, (TimeoutError, ConnectionError)):
+        return True
+    if isinstance(e, OSError) and e.errno in _TRANSIENT_ERRNOS:
+        return True
+    names = {c.__name__ for c in type(e).__mro__}
+    if names & _TRANSIENT_NAMES:
+        status = getattr(getattr(e, "response", None), "status_code", None)
+        return status is None or status == 429 or status >= 500  # a 404 stays a 404
+    return False
+
+
+def retrying(fn: Callable[[], T], *, retries: int, backoff_s: float, on_retry: Callable[[int, BaseException], None]
+             | None = None, sleep: Callable[[float], None] = time.sleep) -> tuple[T, int]:
+    """fn() until it succeeds or fails with a non-transient error or `retries` retries are spent; the delay
+    doubles each time (backoff_s, 2 x backoff_s, ...). Returns (its result, the retries it took)."""
+    attempt = 0
+    while True:
+        try:
+            return fn(), attempt
+        except Exception as e:
+            if attempt >= retries or not is_transient(e):
+                raise
+            if on_retry is not None:
+                on_retry(attempt + 1, e)
+            sleep(backoff_s * 2**attempt)
+            attempt += 1
