@@ -74,6 +74,8 @@ def os_error_message(e: OSError, run_dir: str | None) -> tuple[str, int]:
     """One line and an exit code for an operating-system error: the path, the problem, the fix."""
     import errno
 
+    if e.errno is None or e.errno not in errno.errorcode:  # not the file system's: a library's error, as it said it
+        return f"{type(e).__name__}: {e}", 1
     where = e.filename or run_dir or "the run directory"
     fixes = {
         errno.ENOSPC: ("no space left on the device", "free space there or choose another --run-dir; a rerun resumes "

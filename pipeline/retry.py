@@ -23,7 +23,10 @@ _TRANSIENT_NAMES = frozenset({"ReadTimeout", "ConnectTimeout", "ReadTimeoutError
 
 
 def is_transient(e: BaseException) -> bool:
-    """A failure that another try may not meet: time-outs, dropped connections, a lost worker."""
+    """A failure that another try may not meet: time-outs, dropped connections, a lost worker. Not one that
+    will fail the same way every time, such as the Hub client's offline mode (HF_HUB_OFFLINE)."""
+    if "offline" in str(e).lower():
+        return False
     if isinstance(e, (TimeoutError, ConnectionError)):
         return True
     if isinstance(e, OSError) and e.errno in _TRANSIENT_ERRNOS:
