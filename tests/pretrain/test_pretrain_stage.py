@@ -150,6 +150,13 @@ def test_two_ranks_with_expert_parallel_match_one_process(tmp_path, data_run, ud
     assert "Loading the checkpoint from" in log and "seed" in log  # both ranks start from one seed checkpoint
     stats = json.loads((two_dir / "pretrain" / "manifest.json").read_text())["statistics"]
     assert stats["training"]["device_count"] == 2 and stats["training"]["tokens_seen"] == 4 * 8 * 64
+    # the operations counted on each rank add up to the one process's (same global batch, same model)
+    one = json.loads((one_dir / "pretrain" / "manifest.json").read_text())["statistics"]["compute"]["counted"]
+    two = stats["compute"]["counted"]
+    assert two["flops_per_step"] == one["flops_per_step"] and two["by_operation"] == one["by_operation"]
+    # two ranks share this machine's cores: each rank's peak is half the machine's
+    assert stats["compute"]["hardware"]["peak_flops_per_device"] * 2 == pytest.approx(
+        json.loads((one_dir / "pretrain" / "manifest.json").read_text())["statistics"]["compute"]["hardware"]["peak_flops_per_device"])
     a, b = losses(one_dir / "pretrain"), losses(two_dir / "pretrain")
     assert sorted(a) == sorted(b) == [1, 2, 3, 4]
     for step in a:
