@@ -205,9 +205,9 @@ class PretrainStage:
             f"| devices | {t['device_count']} x {t['device_type']} ({t['device_name']}) |",
             f"| wall time | {t['wall_time_s']:.0f} s |", f"| device-hours | {t['device_hours']:.4f} |",
             f"| (a) training FLOPs, architecture-based (reported) | {c['architecture']['flops']:.3e} |",
-            f"| (b) training FLOPs, counted in one step x steps | "
+            "| (b) training FLOPs, counted in one step x steps | "
             + (f"{c['counted']['flops']:.3e} ({c['counted']['ratio_to_architecture']:.3f} x (a)) |" if c.get("counted") else f"not counted: {c.get('not_counted')} |"),
-            f"| (c) hardware bound, devices x seconds x peak | "
+            "| (c) hardware bound, devices x seconds x peak | "
             + (f"{c['hardware']['flops']:.3e} (implied utilisation {c['hardware']['implied_utilisation']:.2%}) |" if c.get("hardware")
                else f"none: {c.get('no_hardware_bound')} |"),
             f"| final checkpoint | {s['checkpoint']['path']} |",
