@@ -303,17 +303,16 @@ def compute_statistics(per_token: dict[str, int], tokens: int, steps: int, devic
     if count is None:
         out["not_counted"] = ("no flop_count.json in the job folder: the job's first step ran under an earlier version "
                               "of the pipeline (rerun the pretrain stage with --force to count it)")
+    elif "skipped" in count:
+        out["not_counted"] = count["skipped"]
     else:
         flops_b = count["flops_per_step"] * steps
-        notes = []
-        if count.get("compiled"):
-            notes.append("the model was compiled (torch.compile): work inductor fuses into its own kernels is not seen")
         out["counted"] = {
             "flops": flops_b, "flops_per_step": count["flops_per_step"], "counted_step": count["step"], "steps": steps,
             "tokens_per_step": count["tokens_per_step"], "by_operation": count["by_operation"],
             "recomputed_flops_per_step": count["recomputed_flops_per_step"],
             "ratio_to_architecture": flops_b / flops_a if flops_a else 0.0, "method": COUNTED_METHOD,
-            "uncertainty": COUNTED_UNCERTAINTY + "".join(f" Note: {n}." for n in notes)}
+            "uncertainty": COUNTED_UNCERTAINTY}
     peak = info.get("peak_flops_per_device")
     if "peak_flops_inputs" not in info:
         out["no_hardware_bound"] = ("job_info.json records no theoretical peak (written by an earlier version of the "

@@ -6,6 +6,9 @@ The count wraps torchtitan's `forward_backward_step` during the job's first opti
 of it; the optimizer is not counted, as in the formula), summed over all ranks; it changes no tensor and no
 state, so training and resuming are undisturbed. A job resumed later finds the file and does not count again.
 Every step has the same shapes (sequences packed to seq_len), so the stage multiplies the count by the steps.
+A compiled model (`compile = true`, or activation offload, which compiles through torchtitan's graph_trainer) is
+not counted: a dispatch mode inside compiled graphs is neither reliable nor verified here, and a failure there
+would cost the first step of a large job; the file then records why, and the documents show (b) as open.
 """
 
 from __future__ import annotations
@@ -21,6 +24,12 @@ COUNT_FILE = "flop_count.json"
 def install(trainer, job_dir: Path, *, tokens_per_step: int, activation_checkpoint: str, compiled: bool) -> bool:
     """Count the next train_step of `trainer`; False when this job has a count already."""
     if (job_dir / COUNT_FILE).exists():
+        return False
+    if compiled or activation_checkpoint == "offload":
+        if int(os.environ.get("RANK", "0")) == 0:
+            _save(job_dir, {"skipped": "the model was compiled (torch.compile, or activation offload through graph_trainer): "
+                                       "operations inside compiled graphs are not counted; count this configuration in a "
+                                       "short run with compile = false and activation_checkpoint mode selective or full"})
         return False
     from europa_model.flop_count import TrainingFlopCounter, merge
 
@@ -83,6 +92,11 @@ def _write(job_dir: Path, step: int, counted: dict[str, int], recomputed: dict[s
         "counter": f"torch.utils.flop_counter.FlopCounterMode (torch {torch.__version__}) with a torch._grouped_mm formula "
                    "(europa_model/flop_count.py)",
     }
+    _save(job_dir, row)
+
+
+def _save(job_dir: Path, row: dict) -> None:
+    job_dir.mkdir(parents=True, exist_ok=True)
     tmp = job_dir / f".{COUNT_FILE}.tmp"
     tmp.write_text(json.dumps(row, indent=2) + "\n")
     os.replace(tmp, job_dir / COUNT_FILE)

@@ -95,3 +95,19 @@ def test_counter_sees_grouped_matmuls_and_keeps_recomputation_apart():
     assert plain.get_total_flops() == ckpt.get_total_flops() == 3 * forward  # x requires grad: its gradient counts too
     # backward needs the ReLU output: the first layer is run again, counted apart
     assert dict(ckpt.recomputed) == {"addmm": 2 * 4 * 64 * 32} and not plain.recomputed
+
+
+def test_a_compiled_model_is_not_counted_and_says_why(tmp_path):
+    from types import SimpleNamespace
+
+    from stages.pretrain import step_count
+    from stages.pretrain.stage import compute_statistics
+
+    trainer = SimpleNamespace(train_step=None, forward_backward_step=None)
+    assert step_count.install(trainer, tmp_path, tokens_per_step=256, activation_checkpoint="offload", compiled=False) is False
+    assert trainer.train_step is None  # the step is left alone
+    count = step_count.read(tmp_path)
+    per_token = {"total": 10, "matmul": 8, "attention": 2}
+    c = compute_statistics(per_token, 100, 10, 5.0, {"peak_flops_per_device": 1e9, "peak_flops_source": "x",
+                                                     "peak_flops_inputs": {}}, count)
+    assert "counted" not in c and "compiled" in c["not_counted"] and c["hardware"]["implied_utilisation"] == 1000 / 5e9
