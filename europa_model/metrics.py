@@ -3,7 +3,8 @@
 TensorBoard files are for people; the pretrain stage's manifest (tokens seen, throughput, utilisation, final
 loss) and the compliance documents need a plain record, so the metrics rank also appends every logged step to
 `<job>/metrics.jsonl` (flushed per line: a crash loses at most the line being written). The peak FLOP/s used
-for utilisation can be given explicitly: torchtitan only knows GPU names, and on a CPU we measure it.
+for the logged utilisation is given explicitly: the device's theoretical peak that the pretrain stage's record
+uses too (stages/pretrain/peak_flops.py: a table for GPUs, cores x clock x FLOPs per cycle for a CPU).
 """
 
 from __future__ import annotations

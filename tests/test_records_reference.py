@@ -18,4 +18,4 @@ def test_reference_covers_every_stage_and_nested_table():
     for name in STAGE_NAMES:
         assert f"## {name}\n" in text
     assert "### `statistics.per_source.<key>`" in text and "### `statistics.checkpoint.files[]`" in text
-    assert "| `flops_hardware` | float, optional (may be absent) |" in text
+    assert "| `not_counted` | string, optional (may be absent) |" in text

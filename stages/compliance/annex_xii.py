@@ -9,7 +9,7 @@ from __future__ import annotations
 from stages.compliance import model_facts as mf
 from stages.compliance import training_data as td
 from stages.compliance.document import Document
-from stages.compliance.facts import Records
+from stages.compliance.facts import Records, constant, derive
 from stages.compliance.summary import versioned_name
 
 DOC_ID = "annex_xii_downstream_information"
@@ -30,6 +30,8 @@ def build(rec: Records) -> Document:
     head.item("model", "Model", versioned_name(rec))
     head.item("provider", "Provider", rec.setting("provider.name"))
     head.item("contact", "Contact", rec.setting("provider.contact"))
+    head.item("document_date", "Document date (date of the newest record)", rec.newest_record_date())
+    head.item("document_version", "Document version", rec.setting("documentation_version"))
 
     s1 = doc.section("1", "General description of the model")
     a = s1.section("1.a", "(a) Intended tasks; type and nature of AI systems it can be integrated into")
@@ -38,7 +40,7 @@ def build(rec: Records) -> Document:
     a.item("ai_system_types", "Types of AI systems", rec.setting("model.ai_system_types"))
     s1.section("1.b", "(b) Acceptable use policies").item("acceptable_use_policy", "Acceptable use policy", rec.setting("model.acceptable_use_policy"))
     c = s1.section("1.c", "(c) Date of release and methods of distribution")
-    c.item("release_date", "Release date", rec.setting("model.release_date"))
+    c.item("release_date", "Release date", mf.release_date(rec))
     c.item("distribution_channels", "Methods of distribution", rec.setting("model.distribution_channels"))
     s1.section("1.d", "(d) Interaction with hardware or software that is not part of the model").item(
         "external_interaction", "Interaction", rec.setting("model.external_interaction"))
@@ -47,6 +49,8 @@ def build(rec: Records) -> Document:
     f.item("architecture", "Architecture", mf.architecture_summary(rec))
     f.item("total_params", "Parameters, total", mf.total_params(rec))
     f.item("active_params", "Parameters, active per token", mf.active_params(rec))
+    f.item("size_bin", "Size range (total / active parameters)", derive(lambda t, a: f"{t} total / {a} active", mf.size_bin(rec),
+                                                                          mf.active_size_bin(rec), method="the form's size ranges", fmt=str))
     g = s1.section("1.g", "(g) Modality and format of inputs and outputs")
     g.item("input", "Input modality", td.modality())
     g.item("output", "Output modality", td.modality())
@@ -58,7 +62,8 @@ def build(rec: Records) -> Document:
     a2.item("integration_means", "Integration", rec.setting("model.integration_means"))
     a2.item("required_hardware", "Required hardware", rec.setting("model.required_hardware"))
     a2.item("checkpoint", "Weights (checkpoint)", mf.checkpoint_path(rec))
-    a2.item("checkpoint_sha256", "Checkpoint digest", mf.checkpoint_hash(rec))
+    a2.item("released_files", "Released files and their sha256", mf.released_files(rec))
+    a2.item("digest_method", "How the digests are computed", constant(mf.DIGEST_METHOD, source="pipeline code: stages/compliance/model_facts.py"))
     b2 = s2.section("2.b", "(b) Modality, format and maximum size of inputs and outputs")
     b2.item("modality", "Modality", td.modality())
     b2.item("format", "Format", mf.io_format(rec))

@@ -1,15 +1,24 @@
 """Training compute, the systemic-risk check, training time and energy, as facts from the pretrain record.
 
-Why here and not in the trainer: the trainer records what it measured (FLOPs by two methods, device-hours,
-wall time); the legal reading of those figures lives in one place:
+Why here and not in the trainer: the trainer records what it computed, counted and measured; the legal reading
+of those figures lives in one place. The Commission's guidelines on the obligations for GPAI models (C(2025)
+7719 of 19.11.2025, replacing C(2025) 5045; Annex A) accept a hardware-based estimate (devices x time x peak
+theoretical throughput x average utilisation) or an architecture-based one (operations per pass x passes), each
+accurate within an overall error margin of 30%, with its assumptions, method and uncertainty documented. The
+pretrain record holds three figures, each named here with its method and uncertainty:
+- (a) architecture-based estimate: 6 x active parameters x tokens + attention. The figure reported and used for
+  every check below.
+- (b) counted operations: FlopCounterMode over one real training step x the steps. A check on (a): if the two
+  differ by more than 30% (the project's rule, not the guidelines': the guidelines' 30% is the accuracy an
+  estimate must have) the documents list it as a contradiction.
+- (c) hardware-based bound: devices x seconds x peak theoretical throughput (utilisation 1). The utilisation
+  it implies, (a) / (c), above 100% is impossible: a contradiction.
 - Art. 51(2): a GPAI model is presumed to have high-impact capabilities (systemic risk) when the cumulative
-  training compute is *greater than* 1e25 FLOP. The check uses the larger of the two estimates (the guidelines
-  accept any method within +-30%; the larger one never under-reports), and says how far from the threshold it
-  is (factor and difference) and whether the threshold lies within the +-30% accuracy band.
-- Art. 52(1): the Commission is notified within two weeks once the threshold is met *or it becomes known that
-  it will be met*: so the projected FLOPs of the configured run are checked too, before the run finishes.
-- Energy (Annex XI 1.2(e)) is estimated from the compute actually used: device-hours x the stated average
-  power per device x the data centre's PUE; the power figures are declarations in [compliance.energy].
+  training compute is *greater than* 1e25 FLOP; Art. 52(1): the Commission is notified within two weeks once the
+  threshold is met *or it becomes known that it will be met*, so the configured run's projection is checked too.
+- Energy (Annex XI 1.2(e)) is estimated from the compute actually used: device-hours x the stated average power
+  per device x the data centre's PUE (declarations in [compliance.energy]), or "N/A" with the reason the form
+  accepts (the compute provider does not disclose what is needed).
 """
 
 from __future__ import annotations
@@ -17,12 +26,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stages.ai_act import SYSTEMIC_RISK_FLOPS, presumed_systemic_risk
-from stages.compliance.facts import Fact, Records, derive, first_available
-from stages.compliance.numbers import sci, training_time_range, with_sig2
+from stages.compliance.facts import Fact, Records, derive, open_fact
+from stages.compliance.numbers import percent, sci, training_time_range, with_sig2
 
-ACCURACY_BAND = 0.30  # the guidelines' tolerance for a compute estimate
+ESTIMATE_ACCURACY = 0.30  # the guidelines: an estimate must be accurate within an overall error margin of 30%
+CHECK_TOLERANCE = 0.30  # the project's rule: (b) further than this from (a) is a contradiction
 
-P = "pretrain"
+GUIDELINES = "Commission guidelines on the obligations for general-purpose AI models, C(2025) 7719 (19.11.2025), Annex A"
 
 
 def flops_text(x: float) -> str:
@@ -31,42 +41,55 @@ def flops_text(x: float) -> str:
 
 @dataclass(frozen=True)
 class ComputeFacts:
-    analytic: Fact
-    hardware: Fact
-    agreement: Fact
+    analytic: Fact  # (a), reported
     method_analytic: Fact
-    method_hardware: Fact
-    training: Fact  # the estimate the check uses
-    projected: Fact
+    uncertainty_analytic: Fact
+    counted: Fact  # (b)
+    method_counted: Fact
+    uncertainty_counted: Fact
+    ratio: Fact  # (b) / (a)
+    agreement: Fact  # whether (b) is within CHECK_TOLERANCE of (a)
+    bound: Fact  # (c)
+    method_bound: Fact
+    uncertainty_bound: Fact
+    peak: Fact
     peak_source: Fact
-    mfu: Fact
+    utilisation: Fact  # (a) / (c)
+    training: Fact  # the figure the documents report and check: (a)
+    projected: Fact
 
 
 def compute_facts(rec: Records) -> ComputeFacts:
-    analytic = rec.pretrain.compute.flops_analytic.fact(flops_text)
-    hardware = rec.pretrain.compute.flops_hardware.fact(flops_text)
-    agreement = first_available(
-        rec.pretrain.compute.agreement.fact(lambda v: f"{v:.2f} (hardware / analytic)"),
-        derive(lambda h, a: h / a if a else None, hardware, analytic, method="flops_hardware / flops_analytic",
-               fmt=lambda v: f"{v:.2f} (hardware / analytic)"),
-    )
-    if analytic.is_open and hardware.is_open:
-        training = derive(lambda a, h: None, analytic, hardware, method="the larger of the two estimates")
-    else:
-        available = [f for f in (analytic, hardware) if not f.is_open]
-        pick = max(available, key=lambda f: f.value)
-        method = ("the larger of the analytic and the hardware estimate" if len(available) == 2
-                  else "the only estimate recorded (the other is open)")
-        training = Fact(pick.value, flops_text(pick.value), pick.sources, method)
-    projected = rec.pretrain.projection.planned_flops.fact(flops_text)
+    c = rec.pretrain.compute
+    a, b, h = c.architecture, c.counted, c.hardware
+    analytic = a.flops.fact(flops_text)
+    counted = b.flops.fact(flops_text) if b.value is not None or not rec.has("pretrain") else _absent(c.not_counted, "(b) counted operations")
+    bound = h.flops.fact(flops_text) if h.value is not None or not rec.has("pretrain") else _absent(c.no_hardware_bound, "(c) hardware bound")
+    ratio = b.ratio_to_architecture.fact(lambda v: f"{v:.3f} (counted / architecture-based)") if b.value is not None else counted
+    agreement = derive(lambda r: abs(r - 1) <= CHECK_TOLERANCE, ratio,
+                       method=f"|counted / architecture-based - 1| <= {CHECK_TOLERANCE:.0%} (the project's check; "
+                              f"a larger gap is listed as a contradiction)",
+                       fmt=lambda ok: "yes: within 30%" if ok else "NO: they differ by more than 30% (see the contradictions)")
+    util = h.implied_utilisation.fact(percent) if h.value is not None else bound
     return ComputeFacts(
-        analytic=analytic, hardware=hardware, agreement=agreement,
-        method_analytic=rec.pretrain.compute.method_analytic.fact(),
-        method_hardware=rec.pretrain.compute.method_hardware.fact(),
-        training=training, projected=projected,
-        peak_source=rec.pretrain.compute.peak_flops_source.fact(),
-        mfu=rec.pretrain.compute.mfu.fact(lambda v: f"{v * 100:.1f}%"),
+        analytic=analytic, method_analytic=a.method.fact(), uncertainty_analytic=a.uncertainty.fact(),
+        counted=counted, method_counted=b.method.fact() if b.value is not None else counted,
+        uncertainty_counted=b.uncertainty.fact() if b.value is not None else counted,
+        ratio=ratio, agreement=agreement,
+        bound=bound, method_bound=h.method.fact() if h.value is not None else bound,
+        uncertainty_bound=h.uncertainty.fact() if h.value is not None else bound,
+        peak=h.peak_flops_per_device.fact(lambda v: f"{sci(v)} FLOP/s per device") if h.value is not None else bound,
+        peak_source=h.peak_source.fact() if h.value is not None else bound,
+        utilisation=util,
+        training=Fact(analytic.value, analytic.text, analytic.sources, "the architecture-based estimate (a)") if not analytic.is_open else analytic,
+        projected=rec.pretrain.projection.planned_flops.fact(flops_text),
     )
+
+
+def _absent(reason, what: str) -> Fact:
+    """A figure the record says it could not make: open, with the record's reason."""
+    why = reason.value or "no reason recorded"
+    return open_fact(f"{what}: {why} ({reason.where})")
 
 
 def presumed_systemic(flops: float) -> bool:
@@ -75,14 +98,14 @@ def presumed_systemic(flops: float) -> bool:
 
 
 def threshold_check(flops: Fact, what: str) -> Fact:
-    """The verdict for one FLOP figure: crosses or not, the margin, and whether it is within the +-30% band."""
+    """The verdict for one FLOP figure: crosses or not, the margin, and whether a 30% error could cross it."""
 
     def verdict(x: float) -> dict:
         crosses = presumed_systemic(x)
-        near = x * (1 + ACCURACY_BAND) > SYSTEMIC_RISK_FLOPS and not crosses
+        near = x * (1 + ESTIMATE_ACCURACY) > SYSTEMIC_RISK_FLOPS and not crosses
         return {"flops": x, "threshold": SYSTEMIC_RISK_FLOPS, "presumed_systemic_risk": crosses,
                 "factor_to_threshold": SYSTEMIC_RISK_FLOPS / x if x else None,
-                "difference": SYSTEMIC_RISK_FLOPS - x, "within_accuracy_band": near}
+                "difference": SYSTEMIC_RISK_FLOPS - x, "within_accuracy_margin": near}
 
     def text(v: dict) -> str:
         if v["presumed_systemic_risk"]:
@@ -92,8 +115,9 @@ def threshold_check(flops: Fact, what: str) -> Fact:
         factor = v["factor_to_threshold"]
         margin = f"a factor of {sci(factor)} below" if factor is not None else "below"
         s = f"{what} {sci(v['flops'])} FLOP is below the 10^25 FLOP presumption (Art. 51(2)): {margin}, {sci(v['difference'])} FLOP short"
-        if v["within_accuracy_band"]:
-            s += "; within the +-30% accuracy band of the threshold: treat as foreseeably crossing and prepare a notification"
+        if v["within_accuracy_margin"]:
+            s += ("; an estimate 30% low (the accuracy the guidelines require) would cross it: treat it as foreseeably "
+                  "met and prepare a notification")
         return s
 
     return derive(verdict, flops, method=f"{what} compared with 1e25 FLOP (Art. 51(2): greater than 1e25)", fmt=text)
@@ -121,23 +145,22 @@ def training_time_facts(rec: Records) -> dict[str, Fact]:
 
 
 def energy_fact(rec: Records) -> Fact:
-    """Energy in MWh = device-hours x watts per device x PUE / 1e6 (two significant figures)."""
+    """Energy in MWh = device-hours x watts per device x PUE / 1e6; "N/A" with a declared reason instead."""
+    reason = rec.settings.energy.not_available
+    if reason is not None:
+        return Fact("N/A", f"N/A: {reason}", ("run config [compliance.energy] not_available",), "declared not available")
     device_hours = rec.pretrain.training.device_hours.fact()
-    watts = rec.setting("energy.watts_per_device")
-    pue = rec.setting("energy.pue")
+    watts = rec.setting("energy.watts_per_device", why="or declare not_available")
+    pue = rec.setting("energy.pue", why="or declare not_available")
     return derive(lambda h, w, p: h * w * p / 1e6, device_hours, watts, pue,
                   method="estimated: device_hours x watts_per_device x PUE / 1e6 (MWh)",
                   fmt=lambda mwh: f"{sci(mwh)} MWh (estimated)")
 
 
 def forward_flops_per_token(rec: Records) -> Fact:
-    """Inference cost of one token: a forward pass is 1/3 of the 6N training rule (2N of 6N)."""
-    per_token = first_available(
-        rec.pretrain.compute.flops_per_token.fact(),
-        derive(lambda f, t: f / t if t else None, rec.pretrain.compute.flops_analytic.fact(),
-               rec.pretrain.training.tokens_seen.fact(), method="flops_analytic / tokens_seen"),
-    )
-    return derive(lambda f: f / 3, per_token, method="training FLOPs per token / 3 (forward pass only)",
+    """Inference cost of one token: a forward pass is 1/3 of the training FLOPs per token (2N of 6N)."""
+    return derive(lambda f: f / 3, rec.pretrain.compute.architecture.flops_per_token.fact(),
+                  method="training FLOPs per token (architecture-based) / 3: the forward pass only",
                   fmt=lambda v: f"{sci(v)} FLOP per token")
 
 
@@ -146,4 +169,3 @@ def inference_fact(rec: Records) -> Fact:
     return derive(lambda f, n: f * n, forward_flops_per_token(rec), tokens,
                   method="forward FLOPs per token x tokens of the benchmarked task",
                   fmt=lambda v: f"{sci(v)} FLOP")
-

@@ -50,10 +50,18 @@ class ModelConfig(StrictModel):
     version: str | None = Field(None, description="Model version.")
     dependencies: list[str] | None = Field(
         None, description="Models this one modifies or fine-tunes (with a link to their summary); [] when trained from scratch.")
+    released: bool | None = Field(
+        None, description="Whether the model has been released (first made available through any channel); false: the "
+        "release and market dates are not asked for and the documents say \"not released\".")
     release_date: str | None = Field(None, description="Date first released through any channel (YYYY-MM-DD).")
     eu_market_date: str | None = Field(None, description="Date placed on the Union market (YYYY-MM-DD).")
     licence: str | None = Field(None, description="Licence of the model (SPDX id or name, with a link).")
+    licence_category: str | None = Field(
+        None, description="Category of the licence for the Model Documentation Form (e.g. free and open-source, "
+        "open weights with restrictions, proprietary).")
     distribution_channels: list[str] | None = Field(None, description="How the model is distributed (weights download, API, ...).")
+    downstream_channels: list[str] | None = Field(
+        None, description="The channels through which downstream providers get the model (the form's item for them).")
     acceptable_use_policy: str | None = Field(None, description="Link to the acceptable use policy, or a statement that none exists.")
     intended_uses: list[str] | None = Field(None, description="Tasks the model is intended to perform.")
     restricted_uses: list[str] | None = Field(None, description="Uses restricted or prohibited by the provider; [] when none.")
@@ -65,6 +73,8 @@ class ModelConfig(StrictModel):
         None, description="How the model interacts with hardware or software that is not part of it (Annex XII 1(d)).")
     design_rationale: str | None = Field(
         None, description="Key design choices with rationale and assumptions; what the model is optimised for (Annex XI 2(b)).")
+    training_rationale: str | None = Field(
+        None, description="Why the key training decisions were made (the form's decision rationale for the training process).")
     training_continues: bool | None = Field(None, description="Whether the model continues to be trained on new data after release.")
 
     @field_validator("release_date", "eu_market_date", mode="before")
@@ -79,7 +89,22 @@ class DataConfig(StrictModel):
     source_descriptions: dict[str, str] | None = Field(
         None, description="Ingest source name -> a sentence on its content (Public Summary section 2); every source needs one.")
     illegal_content_measures: list[str] | None = Field(
-        None, description="Measures against illegal content beyond the recorded filters (block lists, classifiers); [] for none.")
+        None, description="Measures against illegal content beyond what ingest records (its block lists), e.g. a "
+        "supplier's filtering; [] for none.")
+    other_characteristics: str | None = Field(
+        None, description="Public Summary 1.3: national, regional or demographic specificities of the training data.")
+    user_data_from_model_interactions: bool | None = Field(
+        None, description="Public Summary 2.4: whether data from users' interactions with the model is used (needed when a "
+        "source has category user_data).")
+    user_data_from_other_services: bool | None = Field(
+        None, description="Public Summary 2.4: whether data collected from the provider's other services or products is "
+        "used (needed when a source has category user_data).")
+    user_data_services: str | None = Field(None, description="Public Summary 2.4: which services or products the user data comes from.")
+    synthetic_gpai_models: list[str] | None = Field(
+        None, description="Public Summary 2.5: general-purpose AI models that generated synthetic training data, each with a "
+        "link to its public summary (needed when a source has category synthetic).")
+    synthetic_other_models: list[str] | None = Field(
+        None, description="Public Summary 2.5: other AI models that generated synthetic training data; [] for none.")
 
 
 class CrawlerConfig(StrictModel):
@@ -92,6 +117,7 @@ class CrawlerConfig(StrictModel):
     paywalls_and_logins: str | None = Field(None, description="Behaviour towards paywalls and log-ins (no circumvention).")
     captchas: str | None = Field(None, description="Behaviour towards captchas.")
     collection_period: str | None = Field(None, description="When the crawler collected the data (e.g. 2025-01 to 2025-06).")
+    content_description: str | None = Field(None, description="Public Summary 2.3: what content and which kinds of sources were crawled.")
     info_url: str | None = Field(None, description="Public page describing the crawler and its robots.txt handling.")
 
 
@@ -113,6 +139,9 @@ class EnergyConfig(StrictModel):
     watts_per_device: float | None = Field(None, gt=0, description="Average electrical power of one device while training (W).")
     pue: float | None = Field(None, ge=1.0, description="Power usage effectiveness of the data centre (>= 1).")
     basis: str | None = Field(None, description="Where these figures come from (e.g. the device's TDP, the site's published PUE).")
+    not_available: str | None = Field(
+        None, description="Why the energy cannot be stated: the form then reads N/A (allowed only when the compute provider "
+        "does not disclose what is needed); leave the power figures out.")
 
 
 class InferenceConfig(StrictModel):
@@ -120,6 +149,7 @@ class InferenceConfig(StrictModel):
 
     task: str | None = Field(None, description="Name of the benchmarked task.")
     tokens: int | None = Field(None, ge=1, description="Tokens processed for the task (prompt + generated).")
+    hardware: str | None = Field(None, description="The hardware the task's inference compute refers to (the form names it).")
 
 
 class SystemicRiskConfig(StrictModel):
@@ -132,8 +162,13 @@ class SystemicRiskConfig(StrictModel):
 
 
 class ComplianceConfig(StrictModel):
-    strict: bool = Field(False, description="Fail the stage while any item is open (nothing provides it).")
+    strict: bool = Field(False, description="Fail the stage while any item is open (nothing provides it) or any declaration "
+                         "contradicts a record (open_items.md lists both).")
     summary_version: str | None = Field(None, description="Version of the public summary of training content (its header).")
+    previous_versions: list[str] | None = Field(
+        None, description="Links to earlier versions of the public summary (its header); [] for the first version.")
+    documentation_version: str | None = Field(
+        None, description="Version of the technical documentation and the Model Documentation Form (their header).")
     provider: ProviderConfig = Field(default_factory=ProviderConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
     data: DataConfig = Field(default_factory=DataConfig)

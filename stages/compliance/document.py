@@ -16,11 +16,15 @@ from typing import Iterator, Union
 from stages.compliance.facts import Fact
 
 
+RECIPIENTS = ("AIO", "NCAs", "DPs")  # the Model Documentation Form's columns: AI Office, national authorities, downstream providers
+
+
 @dataclass
 class Item:
     key: str
     label: str
     fact: Fact
+    recipients: tuple[str, ...] = ()  # empty: the document's readers; else a subset of RECIPIENTS
 
 
 @dataclass
@@ -52,8 +56,8 @@ class Section:
         self.blocks.append(block)
         return block
 
-    def item(self, key: str, label: str, fact: Fact) -> Item:
-        return self.add(Item(key, label, fact))  # type: ignore[return-value]
+    def item(self, key: str, label: str, fact: Fact, recipients: tuple[str, ...] = ()) -> Item:
+        return self.add(Item(key, label, fact, recipients))  # type: ignore[return-value]
 
     def text(self, text: str) -> None:
         self.blocks.append(Text(text))

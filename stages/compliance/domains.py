@@ -1,11 +1,14 @@
 """The template's "most relevant domain names": which domains the public summary must list.
 
-AI Office template, section 2.3: the top 10% of all domain names (registrable domains) ranked by the size of
-the content scraped; for SMEs the top 5% or the top 1,000 domains, whichever is fewer.
+AI Office template, section 2.3 ("data crawled and scraped from online sources by or on behalf of the
+provider"): the top 10% of all domain names (registrable domains) ranked by the size of the content scraped; for
+SMEs the top 5% or the top 1,000 domains, whichever is fewer. The population is that category only: the domains
+of the crawled sources' document URLs, counted in bytes read before any filter (ingest records them per crawled
+source); public datasets are listed in 2.1 and a source's configured fallback domain is never a crawled domain.
 
 Pinned rounding rule: the number listed is ceil(share x number of domains), at least 1 when there is any
-domain, so a share is never rounded away (11 domains at 10% list 2, not 1). Ranking: kept bytes descending,
-then domain name ascending for equal sizes (the order the ingest stage records), so the cut is deterministic.
+domain, so a share is never rounded away (11 domains at 10% list 2, not 1). Ranking: bytes descending,
+then domain name ascending for equal sizes, so the cut is deterministic.
 "(none)" (documents without a URL or domain) is not a domain and is never ranked; its bytes are reported apart.
 """
 
@@ -28,8 +31,9 @@ def domains_to_list(n_domains: int, *, sme: bool) -> int:
 
 def rule_text(sme: bool) -> str:
     if sme:
-        return "top 5% of domains (rounded up), at most 1,000, ranked by bytes of kept text (SME rule)"
-    return "top 10% of domains (rounded up), ranked by bytes of kept text"
+        return ("top 5% of the crawled domains (rounded up), at most 1,000, ranked by size of content scraped (bytes read "
+                "before filtering) (SME rule)")
+    return "top 10% of the crawled domains (rounded up), ranked by size of content scraped (bytes read before filtering)"
 
 
 def top_domains(per_domain_bytes: dict[str, int], *, sme: bool) -> tuple[list[tuple[str, int]], int, int]:

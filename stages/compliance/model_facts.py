@@ -7,7 +7,7 @@ significant figures, with the form's size bin (stages/compliance/numbers.py).
 
 from __future__ import annotations
 
-from stages.compliance.facts import Fact, Records, constant, derive, show
+from stages.compliance.facts import Fact, Records, config_key, constant, derive, open_fact, show
 from stages.compliance.numbers import parameter_bin, sci, with_sig2
 
 P = "pretrain"
@@ -24,6 +24,57 @@ def active_params(rec: Records) -> Fact:
 
 def size_bin(rec: Records) -> Fact:
     return derive(parameter_bin, total_params(rec), method="total parameters binned by the form's size ranges", fmt=str)
+
+
+def active_size_bin(rec: Records) -> Fact:
+    """For a MoE the form asks the active parameters in the same bins."""
+    return derive(parameter_bin, active_params(rec), method="active parameters binned by the form's size ranges", fmt=str)
+
+
+def release_date(rec: Records, key: str = "model.release_date") -> Fact:
+    """A release or market date, or "not released" when the provider declares the model not released yet."""
+    if rec.settings.model.released is False:
+        what = "not released" if key == "model.release_date" else "not placed on the Union market"
+        return Fact(what, f"{what} (declared: the model has not been released)", (f"run config {config_key('model.released')}",))
+    return rec.setting(key, why="unless [compliance.model] released = false")
+
+
+# The files a user needs to run the model: the final checkpoint (pretrain record) and the tokenizer files that load
+# it (tokenizer manifest outputs). Paths are relative to the run directory, as `sha256sum -c` checks them.
+TOKENIZER_RELEASED = ("tokenizer.model", "tokenizer.json", "tokenizer_config.json")
+SHA256_FILE = "released_files.sha256"
+DIGEST_METHOD = (f"sha256 of each file's bytes, as `sha256sum` computes it; {SHA256_FILE} lists them in sha256sum's "
+                 f"format: verify with `cd <run directory> && sha256sum -c compliance/{SHA256_FILE}`")
+
+
+def released_files(rec: Records) -> Fact:
+    """[{path, sha256, bytes}] of every released file, from the records (nothing is read or hashed here)."""
+    ckpt = rec.pretrain.checkpoint.files.fact()
+    tok = rec.manifests.get("tokenizer")
+    if tok is None:
+        return open_fact("the tokenizer stage's record (tokenizer/manifest.json): run the tokenizer stage")
+    outputs = {o.path: o for o in tok.outputs}
+    missing = [n for n in TOKENIZER_RELEASED if n not in outputs]
+    if missing:
+        return open_fact(f"tokenizer/manifest.json: outputs {', '.join(missing)} (absent in the record)")
+
+    def files(ck: list) -> list[dict]:
+        out = [{"path": f"pretrain/{f['path']}", "sha256": f["sha256"], "bytes": f["bytes"]} for f in ck]
+        out += [{"path": f"tokenizer/{n}", "sha256": outputs[n].sha256, "bytes": outputs[n].bytes} for n in TOKENIZER_RELEASED]
+        return out
+
+    tokenizer_outputs = Fact(True, "", ("tokenizer/manifest.json: outputs[].sha256",))
+    return derive(lambda ck, _: files(ck), ckpt, tokenizer_outputs,
+                  method="the final checkpoint's files and the tokenizer files, each with its sha256", fmt=_files_text)
+
+
+def _files_text(files: list[dict]) -> str:
+    return f"{len(files)} files, sha256 of each in {SHA256_FILE} ({sum(f['bytes'] for f in files):,} bytes in all)"
+
+
+def sha256sums(files: list[dict]) -> str:
+    """The `sha256sum` format: '<hex>  <path>' per line."""
+    return "".join(f"{f['sha256']}  {f['path']}\n" for f in files)
 
 
 def context_length(rec: Records) -> Fact:
@@ -79,10 +130,6 @@ def software(rec: Records) -> Fact:
              rec.manifest_field(P, "package_version")]
     return derive(lambda t, tt, pkg: f"PyTorch {t}, torchtitan {tt}, europa-pipeline {pkg} (model code and tokenizer loading)",
                   *facts, method="pretrain record: training software versions", fmt=str)
-
-
-def checkpoint_hash(rec: Records) -> Fact:
-    return rec.pretrain.checkpoint.sha256.fact(lambda h: f"sha256 {h}")
 
 
 def checkpoint_path(rec: Records) -> Fact:

@@ -7,10 +7,10 @@ significant figures" and for size bins whose edges must not shift between docume
   taken at its shortest repr), so 9.45e11 gives 9.5e11 whatever binary floating point would do.
 - Text size bins (AI Office template, section 1.3): "less than 1 billion tokens" below 1e9;
   "1 billion to 10 trillion tokens" from 1e9 up to and including 1e13; "more than 10 trillion tokens" above.
-- Parameter size bins (Model Documentation Form): each bin includes its upper edge ("500B-1T" is
-  5e11 < n <= 1e12; ">1T" is n > 1e12), except "<1B" (n < 1e9). The upper three bins are the form's as
-  recorded in ../shared/notes/eu-ai-act.md; the lower edges (1B, 10B, 100B) are the project's reading and
-  should be checked against the official form before a release below 100B parameters.
+- Parameter size bins (Model Documentation Form, "total model size" and, for a MoE, the active parameters in
+  the same bins): 1-500M, 500M-5B, 5B-15B, 15B-50B, 50B-100B, 100B-500B, 500B-1T, >1T, as in the Word
+  template of the final form (Mistral Large 3's published form reads "500B-1T total / 15B-50B active"). Each
+  bin includes its upper edge ("500B-1T" is 5e11 < n <= 1e12; ">1T" is n > 1e12); "1-500M" is n <= 5e8.
 - Training time ranges (form): months of 365.25 / 12 days; "<1 month", "1-3 months" (1 <= m <= 3),
   "3-6 months" (3 < m <= 6), ">6 months".
 """
@@ -21,7 +21,8 @@ from decimal import ROUND_HALF_UP, Decimal
 
 TEXT_SIZE_BINS: tuple[str, ...] = ("less than 1 billion tokens", "1 billion to 10 trillion tokens", "more than 10 trillion tokens")
 PARAMETER_BINS: tuple[tuple[float, str], ...] = (
-    (1e9, "<1B"), (1e10, "1B-10B"), (1e11, "10B-100B"), (5e11, "100B-500B"), (1e12, "500B-1T"), (float("inf"), ">1T"),
+    (5e8, "1-500M"), (5e9, "500M-5B"), (1.5e10, "5B-15B"), (5e10, "15B-50B"), (1e11, "50B-100B"), (5e11, "100B-500B"),
+    (1e12, "500B-1T"), (float("inf"), ">1T"),
 )
 TRAINING_TIME_RANGES: tuple[str, ...] = ("<1 month", "1-3 months", "3-6 months", ">6 months")
 DAYS_PER_MONTH = 365.25 / 12
@@ -70,9 +71,7 @@ def text_size_bin(tokens: int | float) -> str:
 
 
 def parameter_bin(params: int | float) -> str:
-    if params < PARAMETER_BINS[0][0]:
-        return PARAMETER_BINS[0][1]
-    for upper, label in PARAMETER_BINS[1:]:
+    for upper, label in PARAMETER_BINS:
         if params <= upper:
             return label
     raise AssertionError("unreachable: the last bin has no upper edge")

@@ -25,6 +25,10 @@ def source_text(fact: Fact) -> str:
     return f"{s} ({fact.method})" if fact.method and s else (s or fact.method)
 
 
+def recipients_text(item: Item) -> str:
+    return f" [{', '.join(item.recipients)}]" if item.recipients else ""
+
+
 def open_text(fact: Fact) -> str:
     return f"{OPEN_MARK}: needs {'; '.join(fact.needs) or 'a record'} (listed in open_items.md)"
 
@@ -75,7 +79,7 @@ def to_markdown(doc: Document) -> str:
         lines.extend([f"{'#' * level} {s.heading}", ""])
         for b in s.blocks:
             if isinstance(b, Item):
-                lines.append(f"- **{_md_escape(b.label)}**: {_md_value(b.fact, notes)}")
+                lines.append(f"- **{_md_escape(b.label)}**{_md_escape(recipients_text(b))}: {_md_value(b.fact, notes)}")
             elif isinstance(b, Text):
                 _end_list()
                 lines.extend([_md_escape(b.text), ""])
@@ -159,7 +163,7 @@ def document_html(doc: Document, files: list[str]) -> str:
 
         for b in s.blocks:
             if isinstance(b, Item):
-                items.append(f"<dt>{_e(b.label)}</dt><dd>{_html_value(b.fact, notes, doc.id)}</dd>")
+                items.append(f"<dt>{_e(b.label)}{_e(recipients_text(b))}</dt><dd>{_html_value(b.fact, notes, doc.id)}</dd>")
                 continue
             flush()
             if isinstance(b, Text):

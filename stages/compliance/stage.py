@@ -2,8 +2,8 @@
 
 A `RunStage`: the documents are small and come from the upstream stages' typed records alone (the executor
 loads and validates them), so one `run` does all the work (stages/compliance/generate.py). With
-`[compliance] strict = true` the stage fails, before anything is published, while any value is open (listed
-in open_items.md).
+`[compliance] strict = true` the stage fails, before anything is published, while any value is open or any
+declaration contradicts a record (both listed in open_items.md).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ MAX_ITEMS_IN_ERROR = 8
 
 class ComplianceStage:
     name = "compliance"
-    code_version = "1"
+    code_version = "2"  # 2: issue 18 (official texts, three compute figures, contradictions)
 
     def input_signature(self, ctx: StageContext) -> Any:
         return None  # everything it reads is an upstream manifest (in the fingerprint) or its own config
@@ -39,12 +39,13 @@ class ComplianceStage:
             bundle = generate(ctx.run_dir, cfg, rec)
         except FormSchemaError as e:
             raise StageError(f"stage compliance: {e}") from None
-        if cfg.strict and bundle.open_items:
-            needs = [i.need for i in bundle.open_items]
+        if cfg.strict and (bundle.open_items or bundle.contradictions):
+            needs = [f"contradiction {c.check}: {c.message}" for c in bundle.contradictions] + [i.need for i in bundle.open_items]
             more = f" (and {len(needs) - MAX_ITEMS_IN_ERROR} more)" if len(needs) > MAX_ITEMS_IN_ERROR else ""
             raise StageError(
-                f"stage compliance: {len(needs)} open item(s) while [compliance] strict = true: "
-                f"{' | '.join(needs[:MAX_ITEMS_IN_ERROR])}{more}; provide them, or set strict = false to publish with open items")
+                f"stage compliance: {len(bundle.open_items)} open item(s) and {len(bundle.contradictions)} contradiction(s) "
+                f"while [compliance] strict = true: {' | '.join(needs[:MAX_ITEMS_IN_ERROR])}{more}; provide or fix them "
+                "(see open_items.md), or set strict = false to publish with them listed")
         files = write(bundle, out_dir)
         comp = compute_facts(rec)
         applies, why = systemic(rec)
@@ -52,11 +53,13 @@ class ComplianceStage:
             "documents": [d.id for d in bundle.documents],
             "files": files,
             "open_items": [{"need": i.need, "used_by": list(i.used_by)} for i in bundle.open_items],
+            "contradictions": [{"check": c.check, "message": c.message, "fix": c.fix} for c in bundle.contradictions],
             "compute": {"training_flops": comp.training.value, "projected_flops": comp.projected.value,
                         "threshold": SYSTEMIC_RISK_FLOPS, "presumed_systemic_risk": applies, "reason": why},
             "strict": cfg.strict,
         })
-        summary = {"documents": len(bundle.documents), "open items": len(bundle.open_items)}
+        summary = {"documents": len(bundle.documents), "open items": len(bundle.open_items),
+                   "contradictions": len(bundle.contradictions)}
         if comp.training.value is not None:
             from stages.compliance.numbers import sig2
 
@@ -65,7 +68,8 @@ class ComplianceStage:
 
     def summary_markdown(self, manifest: Manifest) -> str:
         s = manifest.statistics
-        lines = [f"# compliance: {len(s['documents'])} documents, {len(s['open_items'])} open item(s)", ""]
+        lines = [f"# compliance: {len(s['documents'])} documents, {len(s['open_items'])} open item(s), "
+                 f"{len(s['contradictions'])} contradiction(s)", ""]
         lines += [f"- {f}" for f in s["files"]]
         c = s["compute"]
         if c["training_flops"] is not None:
@@ -73,4 +77,6 @@ class ComplianceStage:
             lines += ["", f"Training compute {c['training_flops']:.2e} FLOP: {verdict}."]
         if s["open_items"]:
             lines += ["", "Open items:"] + [f"- {i['need']}" for i in s["open_items"]]
+        if s["contradictions"]:
+            lines += ["", "Contradictions:"] + [f"- {c['check']}: {c['message']}" for c in s["contradictions"]]
         return "\n".join(lines) + "\n"

@@ -1,39 +1,48 @@
-"""The Public Summary of Training Content, in the structure of the AI Office template (24 July 2025).
+"""The Public Summary of Training Content, in the structure of the AI Office's template.
 
-Art. 53(1)(d): every GPAI provider publishes it, open-source models included. Sections 1-3 of the template:
-general information (provider, model, size bin, language mix), the list of data sources by category (with the
-most relevant domain names), and data processing (text-and-data-mining opt-outs, illegal content and personal
-data). Figures come from the ingest, shards and tokenizer records; the declarations from [compliance].
+Art. 53(1)(d): every GPAI provider publishes it, open-source models included. The template is the annex of the
+Commission's Explanatory Notice, Communication C(2025) 8311 of 5.12.2025 (first published 24 July 2025); the
+items below follow it section by section: general information (provider, model, size bin and the tokenizer that
+counted the tokens, language mix, national/regional/demographic specificities), the data sources by category,
+each with its modality (2.3's most relevant domain names only for data crawled by or for the provider, ranked by
+the size of the content scraped), and data processing (3.1 text-and-data-mining reservations, 3.2 removal of
+illegal content, 3.3 other information such as personal data). Figures come from the ingest, shards and
+tokenizer records; the declarations from [compliance]. Nothing is printed that no record or declaration says.
 """
 
 from __future__ import annotations
 
 from stages.compliance.document import Document, Section, Table
-from stages.compliance.domains import rule_text, top_domains
+from stages.compliance.domains import NO_DOMAIN, rule_text, top_domains
 from stages.compliance.facts import Fact, Records, constant, derive, open_fact, show
 from stages.compliance.numbers import percent
 from stages.compliance import training_data as td
 
 DOC_ID = "public_summary"
+TEMPLATE = "AI Office template for the Public Summary of Training Content, Communication C(2025) 8311 (5.12.2025)"
 
 # Template items this document must carry (ids of provenance.json); the tests hold the document to them.
 REQUIRED = (
-    "header.version", "header.last_update",
+    "header.version", "header.last_update", "header.previous_versions",
     "1.1.provider_name", "1.1.contact", "1.1.authorised_representative",
     "1.2.model_name", "1.2.dependencies", "1.2.eu_market_date",
-    "1.3.modality", "1.3.size_tokens", "1.3.size_bin", "1.3.content_types", "1.3.latest_collection",
+    "1.3.modality", "1.3.size_tokens", "1.3.size_bin", "1.3.tokenizer", "1.3.content_types", "1.3.latest_collection",
     "1.3.training_continues", "1.3.language_mix", "1.3.other",
-    "2.1.used", "2.2.1.used", "2.2.2.used", "2.3.used", "2.3.domain_rule", "2.4.used", "2.5.used", "2.6.used",
-    "3.1.signatory", "3.1.opt_out_removed", "3.2.pii_total", "3.2.other_measures", "3.3.curation",
+    "2.1.used", "2.1.modality", "2.2.1.used", "2.2.1.modality", "2.2.2.used", "2.2.2.modality",
+    "2.3.used", "2.3.modality", "2.3.domain_rule", "2.4.used", "2.4.modality", "2.4.model_interactions",
+    "2.4.other_services", "2.5.used", "2.5.modality", "2.6.used",
+    "3.1.signatory", "3.1.opt_out_removed", "3.2.blocklists", "3.2.other_measures", "3.3.pii_total", "3.3.curation",
 )
+NOT_USED = "not applicable: no source has this category"
 
 
 def build(rec: Records) -> Document:
-    doc = Document(DOC_ID, "Public Summary of Training Content",
-                   "Art. 53(1)(d) EU AI Act; structure of the AI Office template (24 July 2025), sections 1-3.")
+    doc = Document(DOC_ID, "Public Summary of Training Content", f"Art. 53(1)(d) EU AI Act; {TEMPLATE}, sections 1-3.")
     header = doc.section("header", "Summary")
     header.item("version", "Version of the summary", rec.setting("summary_version"))
     header.item("last_update", "Last update (date of the newest record)", rec.newest_record_date())
+    header.item("previous_versions", "Previous versions of the summary",
+                derive(lambda v: v, rec.setting("previous_versions"), method="", fmt=lambda v: "; ".join(v) if v else "none: this is the first version"))
 
     _general(doc, rec)
     _sources(doc, rec)
@@ -48,15 +57,18 @@ def _general(doc: Document, rec: Records) -> None:
     p.item("contact", "Contact", rec.setting("provider.contact"))
     p.item("authorised_representative", "Authorised representative", authorised_representative(rec))
 
+    from stages.compliance.model_facts import release_date
+
     m = s.section("1.2", "Model identification")
     m.item("model_name", "Versioned model name", versioned_name(rec))
     m.item("dependencies", "Model dependencies (base models modified)", dependencies(rec))
-    m.item("eu_market_date", "Date placed on the Union market", rec.setting("model.eu_market_date"))
+    m.item("eu_market_date", "Date placed on the Union market", release_date(rec, "model.eu_market_date"))
 
     c = s.section("1.3", "Modalities, overall training data size and other characteristics")
     c.item("modality", "Modality", td.modality())
     c.item("size_tokens", "Training data size (tokens, training split)", td.train_tokens(rec))
     c.item("size_bin", "Training data size bin (text)", td.size_bin(rec))
+    c.item("tokenizer", "Tokens counted with", td.tokenizer_text(rec))
     c.item("content_types", "Types of content", content_types(rec))
     c.item("latest_collection", "Latest date of data collection (MM/YYYY)", td.latest_collection(rec))
     c.item("training_continues", "Model continues to be trained on new data after release", rec.setting("model.training_continues"))
@@ -64,23 +76,26 @@ def _general(doc: Document, rec: Records) -> None:
     c.add(Table("languages", "Language mix: training tokens, their share, the mixture weight used in training, documents",
                 ["language", "training tokens", "share of training tokens", "mixture weight", "documents kept"],
                 td.language_rows(rec), numeric=(1, 2, 3, 4)))
-    c.item("other", "Other characteristics", td.data_points(rec))
+    c.item("other", "Other relevant characteristics (national, regional or demographic specificities)",
+           rec.setting("data.other_characteristics"))
 
 
 def _sources(doc: Document, rec: Records) -> None:
     s = doc.section("2", "List of data sources")
     all_sources = td.sources(rec)
 
-    def by_category(section: Section, category: str, caption: str) -> None:
-        section.item("used", "Used", td.category_used(rec, category))
+    def by_category(section: Section, category: str, caption: str) -> bool:
+        used = td.category_used(rec, category)
+        section.item("used", "Used", used)
+        section.item("modality", "Modality", td.category_modality(rec, category))
         rows = [source_row(rec, src) for src in all_sources if src.category == category]
         if rows:
             section.add(Table("sources", caption, ["source", "identifier / link", "licence", "collected", "share of kept bytes", "description"],
                               rows, numeric=(4,)))
+        return bool(rows)
 
-    pub = s.section("2.1", "Publicly available datasets")
-    pub.item("modality", "Modality", td.modality())
-    by_category(pub, "public_dataset", "Publicly available datasets (all are listed, largest share of kept text included)")
+    by_category(s.section("2.1", "Publicly available datasets"), "public_dataset",
+                "Publicly available datasets (all are listed, largest share of kept text included)")
 
     priv = s.section("2.2", "Private non-publicly available datasets obtained from third parties")
     by_category(priv.section("2.2.1", "Datasets commercially licensed by rightsholders or their representatives"),
@@ -89,45 +104,62 @@ def _sources(doc: Document, rec: Records) -> None:
                 "Datasets from other third parties")
 
     crawl = s.section("2.3", "Data crawled and scraped from online sources by or on behalf of the provider")
-    by_category(crawl, "crawled", "Crawled sources")
-    crawled = any(src.category == "crawled" for src in all_sources)
-    if crawled:
+    if by_category(crawl, "crawled", "Crawled sources"):
+        why = "a source has category 'crawled'"
         for key, label in (("name", "Crawler name"), ("user_agent", "User agent"), ("purposes", "Purposes"),
                            ("robots_txt", "Behaviour: robots.txt and other opt-outs"), ("paywalls_and_logins", "Behaviour: paywalls and log-ins"),
-                           ("captchas", "Behaviour: captchas"), ("collection_period", "Collection period"), ("info_url", "Public crawler information")):
-            crawl.item(f"crawler_{key}", label, rec.setting(f"crawler.{key}", why="a source has category 'crawled'"))
-    _domains(crawl, rec, crawled)
+                           ("captchas", "Behaviour: captchas"), ("collection_period", "Collection period"),
+                           ("content_description", "Content and sources crawled"), ("info_url", "Public crawler information")):
+            crawl.item(f"crawler_{key}", label, rec.setting(f"crawler.{key}", why=why))
+        _domains(crawl, rec)
+    else:
+        crawl.item("domain_rule", "Most relevant domain names", derive(
+            lambda used: "not applicable: no source was crawled or scraped by or on behalf of the provider (the list covers "
+                         "that category only; public datasets are listed in 2.1)", td.category_used(rec, "crawled"),
+            method="no source has category 'crawled'", fmt=str))
 
-    for sid, category, title in (("2.4", "user_data", "User data"), ("2.5", "synthetic", "Synthetic data"), ("2.6", "other", "Other sources of data")):
-        sec = s.section(sid, title)
-        by_category(sec, category, title)
-        if category == "synthetic":
-            sec.text("The description of each synthetic source names the models that generated it.")
+    user = s.section("2.4", "User data")
+    if by_category(user, "user_data", "User data sources"):
+        why = "a source has category 'user_data'"
+        user.item("model_interactions", "Data from user interactions with the model used", rec.setting("data.user_data_from_model_interactions", why=why))
+        user.item("other_services", "Data from the provider's other services or products used", rec.setting("data.user_data_from_other_services", why=why))
+        user.item("services", "Services or products the user data comes from", rec.setting("data.user_data_services", why=why))
+    else:
+        for key, label in (("model_interactions", "Data from user interactions with the model used"),
+                           ("other_services", "Data from the provider's other services or products used")):
+            user.item(key, label, derive(lambda used: False, td.category_used(rec, "user_data"),
+                                         method="no source has category 'user_data'", fmt=lambda _: "no"))
+
+    synth = s.section("2.5", "Synthetic data")
+    if by_category(synth, "synthetic", "Synthetic data sources"):
+        why = "a source has category 'synthetic'"
+        synth.item("gpai_models", "General-purpose AI models used to generate it (with links to their summaries)",
+                   rec.setting("data.synthetic_gpai_models", why=why))
+        synth.item("other_models", "Other AI models used to generate it", rec.setting("data.synthetic_other_models", why=why))
+
+    by_category(s.section("2.6", "Other sources of data"), "other", "Other sources")
 
 
-def _domains(section: Section, rec: Records, crawled: bool) -> None:
+def _domains(section: Section, rec: Records) -> None:
     sme = rec.setting("provider.sme")
-    per_domain = rec.ingest.per_domain_bytes.fact()
+    per_domain = td.crawled_domain_bytes(rec)
     section.item("domain_rule", "Rule", derive(lambda s: rule_text(s), sme, method="template 2.3 rule for the provider's size", fmt=str))
     if sme.is_open or per_domain.is_open:
         section.item("domains", "Most relevant domain names", derive(lambda a, b: None, sme, per_domain, method="top domains"))
         return
     listed, n_ranked, no_domain = top_domains(per_domain.value, sme=sme.value)
     total = sum(int(b) for b in per_domain.value.values())
-    section.text(("Most relevant domain names of the crawled content." if crawled else
-                  "The provider did not crawl; for transparency the same rule is applied to the domains of all kept text.")
-                 + " Ranked over all kept text: the ingest record counts bytes per domain across sources.")
-    section.item("domains_ranked", "Domains ranked", Fact(n_ranked, show(n_ranked), per_domain.sources, "domains other than (none)"))
+    section.item("domains_ranked", "Domains crawled", Fact(n_ranked, show(n_ranked), per_domain.sources, f"registrable domains other than {NO_DOMAIN}"))
     section.item("domains_listed", "Domains listed", Fact(len(listed), show(len(listed)), per_domain.sources + sme.sources,
-                                                           "ceil(share x domains ranked), see the rule"))
+                                                           "ceil(share x domains crawled), see the rule"))
     if no_domain:
-        section.item("no_domain_bytes", "Bytes of kept text without a domain", Fact(no_domain, show(no_domain), per_domain.sources))
-    domain_bytes = rec.ingest.per_domain_bytes
-    rows = [[constant(d, source=domain_bytes.where),
-             Fact(b, show(b), (domain_bytes[d].where,)),
-             Fact(b / total, percent(b / total), (domain_bytes[d].where,), "bytes of the domain / bytes of all kept text")]
+        section.item("no_domain_bytes", "Bytes crawled without a URL", Fact(no_domain, show(no_domain), per_domain.sources))
+    rows = [[constant(d, source=per_domain.sources[0] if per_domain.sources else "ingest"),
+             Fact(b, show(b), per_domain.sources),
+             Fact(b / total, percent(b / total), per_domain.sources, "bytes of the domain / bytes crawled")]
             for d, b in listed]
-    section.add(Table("domains", "Most relevant domain names by bytes of kept text", ["domain", "bytes", "share"], rows, numeric=(1, 2)))
+    section.add(Table("domains", "Most relevant domain names by size of content scraped (bytes read, before filtering)",
+                      ["domain", "bytes", "share"], rows, numeric=(1, 2)))
 
 
 def _processing(doc: Document, rec: Records) -> None:
@@ -135,22 +167,39 @@ def _processing(doc: Document, rec: Records) -> None:
     tdm = s.section("3.1", "Respect of reservation of rights from the text and data mining exception")
     tdm.item("signatory", "Signatory of the GPAI Code of Practice", rec.setting("provider.code_of_practice_signatory"))
     tdm.item("opt_out_removed", "Documents dropped because their domain reserved TDM rights", rec.ingest.per_filter["tdm_opt_out"].fact())
-    tdm.add(Table("opt_out", "Opt-out protocols per source", ["source", "protocols honoured", "honoured by", "opted-out domains listed", "notes"],
-                  [opt_out_row(rec, src) for src in td.sources(rec)]))
-    tdm.text("Before and during training: domains listed as opted out are dropped at ingest with the reason tdm_opt_out, "
-             "so a reservation recorded after collection still takes effect on the next run.")
+    tdm.add(Table("opt_out", "Opt-out protocols per source, honoured before and during collection", ["source", "protocols honoured",
+                  "honoured by", "opted-out domains listed", "notes"], [opt_out_row(rec, src) for src in td.sources(rec)]))
+    tdm.text("After collection, at ingest: documents from domains listed as opted out are dropped with the reason "
+             "tdm_opt_out at every run, so a reservation recorded after collection takes effect on the next run.")
 
-    ill = s.section("3.2", "Removal of illegal content and personal data")
-    rows = td.pii_rows(rec)
-    total = derive(lambda *counts: sum(counts), *[r[2] for r in rows], method="sum over the kinds of personal data", fmt=lambda n: f"{n:,} redactions")
-    ill.item("pii_total", "Personal data redacted (e-mail, IP, phone, IBAN)", total)
-    ill.add(Table("pii", "Personal data redaction by kind", ["kind", "redaction on", "redacted"], rows, numeric=(2,)))
-    ill.item("other_measures", "Measures against illegal content", rec.setting("data.illegal_content_measures"))
-    ill.text("Names and other personal data without a fixed shape are not redacted (that needs named-entity recognition).")
+    ill = s.section("3.2", "Removal of illegal content")
+    lists = td.blocklist_rows(rec)
+    ill.item("blocklists", "URL and domain block lists applied at ingest", blocklists_fact(rec))
+    if lists:
+        ill.add(Table("blocklist", "Block lists: documents whose URL or domain is listed are removed before training",
+                      ["list", "what it is", "entries", "documents removed", "sha256 (version)"], lists, numeric=(2, 3)))
+    ill.item("keywords_classifiers", "Keyword filters and classifiers for illegal content",
+             constant(False, "none: the pipeline runs no keyword filter or classifier for illegal content",
+                      source="pipeline code: stages/ingest/ (no such filter)"))
+    ill.item("other_measures", "Other measures against illegal content (declared)", rec.setting("data.illegal_content_measures"))
 
     other = s.section("3.3", "Other information")
+    rows = td.pii_rows(rec)
+    total = derive(lambda *counts: sum(counts), *[r[2] for r in rows], method="sum over the kinds of personal data", fmt=lambda n: f"{n:,} redactions")
+    other.item("pii_total", "Personal data redacted (e-mail, IP, phone, IBAN)", total)
+    other.add(Table("pii", "Personal data redaction by kind", ["kind", "redaction on", "redacted"], rows, numeric=(2,)))
+    other.text("Names and other personal data without a fixed shape are not redacted (that needs named-entity recognition).")
     other.item("curation", "Curation", td.curation_text(rec))
     other.add(Table("filters", "Documents removed per filter", ["filter", "documents removed"], td.filter_rows(rec), numeric=(1,)))
+
+
+def blocklists_fact(rec: Records) -> Fact:
+    """What 3.2 says about block lists: the lists that ran and what they removed, or plainly that none ran."""
+    lists = rec.ingest.blocklists.fact()
+    return derive(lambda d: d, lists, method="ingest statistics.blocklists",
+                  fmt=lambda d: (f"{len(d)} list(s): " + "; ".join(f"{n} ({b['entries']:,} entries) removed {b['removed']:,} documents"
+                                                                      for n, b in d.items())) if d else
+                  "none: no block list was applied to this training data ([[ingest.blocklists]] is empty)")
 
 
 # --- facts used here and by the other documents ---------------------------------------------------------

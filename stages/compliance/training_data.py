@@ -66,6 +66,37 @@ def category_used(rec: Records, category: str) -> Fact:
                   method=f"whether any source has category {category!r}")
 
 
+def category_modality(rec: Records, category: str) -> Fact:
+    """The template asks the modality of each category: text when the category is used, else not applicable."""
+    used = category_used(rec, category)
+    return derive(lambda u, m: m if u else "not applicable (no data of this category)", used, modality(),
+                  method=f"text (the pipeline reads text only) when a source has category {category!r}", fmt=str)
+
+
+def crawled_domain_bytes(rec: Records) -> Fact:
+    """Bytes read per registrable domain over the crawled sources, before any filter (template 2.3's ranking)."""
+    crawled = [s for s in sources(rec) if s.category == "crawled"]
+    if not crawled:
+        return open_fact(f"{rec.ingest.per_source.where}.<source>.domain_bytes_in (no crawled source)")
+    facts = [s.record.domain_bytes_in.fact() for s in crawled]
+
+    def merged(*per_source: dict) -> dict:
+        out: dict[str, int] = {}
+        for d in per_source:
+            for k, v in d.items():
+                out[k] = out.get(k, 0) + int(v)
+        return out
+
+    return derive(merged, *facts, method="bytes read per URL domain, summed over the crawled sources, before filtering")
+
+
+def tokenizer_text(rec: Records) -> Fact:
+    """Which tokenizer counted the tokens of 1.3 (the template asks)."""
+    kind, vocab = rec.tokenizer.model.type.fact(), rec.tokenizer.model.vocab_size.fact()
+    return derive(lambda t, v: f"the run's own SentencePiece {t.upper()} tokenizer with {v:,} pieces (tokenizer/tokenizer.model), "
+                               "the one the model is trained with", kind, vocab, method="tokenizer statistics.model", fmt=str)
+
+
 def description(rec: Records, name: str) -> Fact:
     d = rec.settings.data.source_descriptions
     if d is None or name not in d:
@@ -156,11 +187,14 @@ def curation_text(rec: Records) -> Fact:
     def text(c: dict, pf: dict) -> str:
         removed = sum(v for v in pf.values() if isinstance(v, int))
         langid, dedup, pii, norm = c.get("langid", {}), c.get("dedup", {}), c.get("pii", {}), c.get("normalize", {})
-        quality = sum(v for k, v in pf.items() if k not in {"empty", "tdm_opt_out", "lang_not_eu", "lang_low_score",
+        quality = sum(v for k, v in pf.items() if k not in {"empty", "tdm_opt_out", "blocklist", "lang_not_eu", "lang_low_score",
                                                                "lang_mismatch", "exact_duplicate", "near_duplicate"})
+        lists = c.get("blocklists") or []
         steps = [
             f"Unicode {norm.get('form', '?')} normalisation" + (", mojibake repair" if norm.get("fix_mojibake") else ""),
             f"opt-out domains dropped ({pf.get('tdm_opt_out', 0):,} documents)",
+            (f"URL/domain block lists {', '.join(b['name'] for b in lists)} ({pf.get('blocklist', 0):,} documents removed)"
+             if lists else "no URL/domain block list"),
             f"language identification (cld2, min score {langid.get('min_score')}; "
             f"{pf.get('lang_not_eu', 0) + pf.get('lang_low_score', 0) + pf.get('lang_mismatch', 0):,} documents removed)",
             f"Gopher/FineWeb-2 quality filters ({quality:,} documents removed)",
@@ -171,8 +205,8 @@ def curation_text(rec: Records) -> Fact:
         ]
         return "; ".join(steps) + f". {removed:,} documents removed in all."
 
-    code = constant("ingest chain", source="pipeline code: stages/ingest/ (normalize.py, langid.py: cld2, quality.py: Gopher/FineWeb-2 "
-                                           "filters, pii.py, minhash.py)")
+    code = constant("ingest chain", source="pipeline code: stages/ingest/ (normalize.py, blocklist.py, langid.py: cld2, quality.py: "
+                                           "Gopher/FineWeb-2 filters, pii.py, minhash.py)")
     return derive(lambda c, pf, _: text(c, pf), cfg, per_filter, code, method="ingest config and statistics.per_filter", fmt=str)
 
 
@@ -236,7 +270,8 @@ def unsuitable_measures(rec: Records) -> Fact:
     def text(pf: dict, ps: dict) -> str:
         lang = pf.get("lang_not_eu", 0) + pf.get("lang_low_score", 0) + pf.get("lang_mismatch", 0)
         return (f"Every source is recorded with its licence, category, collection date and opt-out handling ({len(ps)} source(s)). "
-                f"Documents are rejected when their domain reserved TDM rights ({pf.get('tdm_opt_out', 0):,}), when they are not in "
+                f"Documents are rejected when their domain reserved TDM rights ({pf.get('tdm_opt_out', 0):,}), when their URL or "
+                f"domain is on a configured block list ({pf.get('blocklist', 0):,}), when they are not in "
                 f"an EU language or not in the language declared by the source ({lang:,}), when they are empty ({pf.get('empty', 0):,}) "
                 f"or fail a quality heuristic for boilerplate, spam, lists or repetition (see curation); a source whose documents are "
                 f"mostly rejected shows in the per-source counts of the ingest record.")
@@ -247,6 +282,17 @@ def unsuitable_measures(rec: Records) -> Fact:
 def modality() -> Fact:
     return constant("text", source=MODALITY_SOURCE)
 
+
+def blocklist_rows(rec: Records) -> list[list[Fact]]:
+    """Per block list that ran at ingest: its name, what it is, entries, documents removed."""
+    lists = rec.ingest.blocklists
+    rows = []
+    for name in lists.keys():
+        b = lists[name]
+        rows.append([constant(name, source=lists.where), b.description.fact() if b.description.value else
+                     Fact(b.path.value, b.path.value.rsplit("/", 1)[-1], (b.path.where,)),
+                     b.entries.fact(), b.removed.fact(), b.sha256.fact(lambda h: h[:16] + "...")])
+    return rows
 
 
 def selection_text(rec: Records) -> Fact:

@@ -9,6 +9,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from pipeline.config import StrictModel, check_languages, resolve_config_path
 from pipeline.languages import PLACEHOLDERS
+from stages.ingest.blocklist import BlocklistConfig
 from stages.ingest.langid import LangIdConfig
 from stages.ingest.minhash import DedupConfig
 from stages.ingest.normalize import NormalizeConfig
@@ -108,6 +109,9 @@ class SourceConfig(StrictModel):
 
 class IngestConfig(StrictModel):
     sources: list[SourceConfig] = Field(default_factory=list, description="Where the text comes from ([[ingest.sources]]).")
+    blocklists: list[BlocklistConfig] = Field(
+        default_factory=list, description="URL/domain block lists ([[ingest.blocklists]]): documents from listed sites are "
+        "removed (reason blocklist), counted per list (stages/ingest/blocklist.py).")
     on_error: Literal["skip", "fail"] = Field(
         "skip", description="Bad input (unreadable file, malformed line): skip it and record why, or fail before publishing."
     )
@@ -126,6 +130,10 @@ class IngestConfig(StrictModel):
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ValueError(f"source name {sorted(dup)[0]!r} is used twice; names must be unique")
+        lists = [b.name for b in self.blocklists]
+        dup = {n for n in lists if lists.count(n) > 1}
+        if dup:
+            raise ValueError(f"block list name {sorted(dup)[0]!r} is used twice; names must be unique")
         return self
 
 

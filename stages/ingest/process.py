@@ -1,6 +1,6 @@
 """The per-document chain of the ingest stage, and one unit of work (a language x a batch of inputs).
 
-Order matters for cost and for the record: cheap decisions first (empty text, opted-out domain), then language
+Order matters for cost and for the record: cheap decisions first (empty text, opted-out domain, block lists), then language
 identification, then quality filters, and only kept documents pay for PII redaction and dedup signatures.
 Every document that is not kept leaves a row with its reason.
 """
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stages.ingest import blocklist
 from stages.ingest.config import IngestConfig, SourceConfig
 from stages.ingest.langid import LanguageIdentifier
 from stages.ingest.minhash import exact_key, minhash_signatures
@@ -23,7 +24,8 @@ from stages.ingest.quality import check_quality, quality_word_stats
 from stages.ingest.sources import InputProblem, RawDoc, input_key, read_input
 
 # Reasons recorded for documents removed before quality filtering (quality reasons come from quality.py).
-EMPTY, OPT_OUT = "empty", "tdm_opt_out"
+EMPTY, OPT_OUT, BLOCKLIST = "empty", "tdm_opt_out", blocklist.BLOCKLIST
+NO_DOMAIN = "(none)"
 EXACT_DUP, NEAR_DUP = "exact_duplicate", "near_duplicate"
 
 
@@ -65,7 +67,9 @@ class DocumentChain:
     source: SourceConfig
     lang: str
     opted_out: frozenset[str] = frozenset()
+    blocklists: list[blocklist.Blocklist] = field(default_factory=list)
     langid: LanguageIdentifier = field(init=False)
+    blocked_by: str | None = field(init=False, default=None)  # the list that removed the last blocked document
 
     def __post_init__(self) -> None:
         self.langid = LanguageIdentifier(self.settings.langid)
@@ -118,6 +122,10 @@ class DocumentChain:
             return EMPTY, 0
         if row["domain"] and row["domain"] in self.opted_out:
             return OPT_OUT, None
+        if self.blocklists:
+            self.blocked_by = blocklist.first_match(self.blocklists, row["url"], row["domain"])
+            if self.blocked_by:
+                return BLOCKLIST, None
         detected, score, reason = self.langid.decide(self.lang, text)
         row["lang_detected"], row["lang_score"] = detected, float(score)
         if reason:
@@ -154,6 +162,8 @@ class UnitStats:
     mojibake_fixed: int = 0
     removed: Counter = field(default_factory=Counter)
     pii: Counter = field(default_factory=Counter)
+    blocklist: Counter = field(default_factory=Counter)  # documents removed per block list
+    domain_bytes_in: Counter = field(default_factory=Counter)  # crawled sources: bytes read per URL domain
     problems: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -161,6 +171,7 @@ class UnitStats:
             "docs_in": self.docs_in, "bytes_in": self.bytes_in, "kept": self.kept, "kept_bytes": self.kept_bytes,
             "mojibake_fixed": self.mojibake_fixed, "removed": dict(sorted(self.removed.items())),
             "pii": dict(sorted(self.pii.items())), "problems": self.problems,
+            "blocklist": dict(sorted(self.blocklist.items())), "domain_bytes_in": dict(sorted(self.domain_bytes_in.items())),
         }
 
 
@@ -170,7 +181,8 @@ class InputFailed(RuntimeError):
 
 def process_inputs(settings: IngestConfig, source: SourceConfig, lang: str, refs: list[str]) -> tuple[list[dict], list[dict], UnitStats]:
     """Run the chain over some inputs of one source and language: (kept rows, removed rows, statistics)."""
-    chain = DocumentChain(settings, source, lang, load_opt_out_domains(source))
+    chain = DocumentChain(settings, source, lang, load_opt_out_domains(source), [blocklist.load(b) for b in settings.blocklists])
+    crawled = source.category == "crawled"
     kept, removed, stats = [], [], UnitStats()
     for ref in refs:
         key = input_key(source, lang, ref)
@@ -181,7 +193,10 @@ def process_inputs(settings: IngestConfig, source: SourceConfig, lang: str, refs
                 stats.problems.append({"source": source.name, "lang": lang, **item.record()})
                 continue
             stats.docs_in += 1
-            stats.bytes_in += len(item.text.encode("utf-8"))
+            n_bytes = len(item.text.encode("utf-8"))
+            stats.bytes_in += n_bytes
+            if crawled:  # the public summary ranks crawled domains by content scraped: before any filter
+                stats.domain_bytes_in[registrable_domain(item.url, None) or NO_DOMAIN] += n_bytes
             row, reason = chain.process(item, key)
             stats.mojibake_fixed += row["mojibake_fixed"]
             if reason is None:
@@ -190,6 +205,8 @@ def process_inputs(settings: IngestConfig, source: SourceConfig, lang: str, refs
             else:
                 row["reason"] = reason
                 stats.removed[reason] += 1
+                if reason == BLOCKLIST:
+                    stats.blocklist[chain.blocked_by] += 1
                 removed.append(row)
     stats.kept = len(kept)
     return kept, removed, stats
@@ -208,5 +225,5 @@ def add_dedup_keys(rows: list[dict], settings: IngestConfig) -> None:
 def per_domain_bytes(rows: list[dict]) -> dict[str, int]:
     out: dict[str, int] = defaultdict(int)
     for r in rows:
-        out[r["domain"] or "(none)"] += len(r["text"].encode("utf-8"))
+        out[r["domain"] or NO_DOMAIN] += len(r["text"].encode("utf-8"))
     return dict(out)

@@ -48,6 +48,19 @@ class SourceRecord(Record):
     hf_config: str | None
     opt_out: OptOut = Field(description="How text-and-data-mining reservations were honoured for the source.")
     counts: dict[str, int] = Field(description="docs_in, bytes_in, kept, kept_bytes and removed_<reason> of this source.")
+    domain_bytes_in: dict[str, int] = Field(
+        description="Crawled sources only (else empty): UTF-8 bytes read per registrable domain of the document URLs, "
+        "before any filter, largest first; (none) for documents without a URL.")
+
+
+class BlocklistRecord(Record):
+    path: str
+    description: str | None
+    sha256: str = Field(description="Over the list's files: the version that ran.")
+    domains: int = Field(description="Domain entries.")
+    urls: int = Field(description="URL entries.")
+    entries: int
+    removed: int = Field(description="Documents this list removed (reason blocklist; the first matching list counts).")
 
 
 class IngestRecord(Record):
@@ -57,4 +70,5 @@ class IngestRecord(Record):
     per_domain_bytes: dict[str, int] = Field(description="Kept bytes per registrable domain, largest first.")
     per_source: dict[str, SourceRecord] = Field(description="Keyed by the source's name in [[ingest.sources]].")
     pii_redactions: dict[str, int] = Field(description=f"Redactions by kind ({', '.join(PII_KINDS)}).")
+    blocklists: dict[str, BlocklistRecord] = Field(description="Per [[ingest.blocklists]] list; empty when none is configured.")
     languages_without_documents: list[str] = Field(description="Configured languages with no kept document.")

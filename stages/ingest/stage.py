@@ -25,7 +25,7 @@ DOCUMENTS = "documents"  # the step that runs the document chain over each unit 
 
 class IngestStage:
     name = "ingest"
-    code_version = "1"
+    code_version = "2"  # 2: block lists; crawled sources' bytes per domain before filtering
     steps = (DOCUMENTS,)
 
     # --- planning -----------------------------------------------------------------------------------
@@ -43,6 +43,7 @@ class IngestStage:
             if source.opt_out.domains_file:
                 st = os.stat(source.opt_out.domains_file) if os.path.exists(source.opt_out.domains_file) else None
                 sig.append((source.opt_out.domains_file, st and st.st_size, st and st.st_mtime_ns))
+        sig.extend(_blocklist_signature(self._settings(ctx)))
         return sig
 
     def plan(self, ctx: StageContext, step: str, done: StepResults) -> list[Unit]:
@@ -107,6 +108,8 @@ class IngestStage:
         per_domain: Counter = Counter()
         removed_by_reason: Counter = Counter()
         pii: Counter = Counter()
+        blocked: Counter = Counter()
+        crawled_domains: dict[str, Counter] = defaultdict(Counter)
         skipped: list[dict[str, Any]] = []
         rows_out: dict[str, int] = {}
 
@@ -126,6 +129,8 @@ class IngestStage:
                 lang_stats.update({k: st[k] for k in ("docs_in", "bytes_in", "mojibake_fixed")})
                 lang_removed.update(st["removed"])
                 pii.update(st["pii"])
+                blocked.update(st.get("blocklist", {}))
+                crawled_domains[results[uid]["source"]].update(st.get("domain_bytes_in", {}))
                 src = per_source[results[uid]["source"]]
                 src.update({"docs_in": st["docs_in"], "bytes_in": st["bytes_in"]})
                 src.update({f"removed_{k}": v for k, v in st["removed"].items()})
@@ -185,8 +190,10 @@ class IngestStage:
             "per_language": per_lang,
             "per_filter": _per_filter_counts(removed_by_reason),
             "per_domain_bytes": dict(sorted(per_domain.items(), key=lambda kv: (-kv[1], kv[0]))),
-            "per_source": {name: self._source_record(settings, name, counts) for name, counts in sorted(per_source.items())},
+            "per_source": {name: self._source_record(settings, name, counts, crawled_domains[name])
+                           for name, counts in sorted(per_source.items())},
             "pii_redactions": dict(sorted(pii.items())),
+            "blocklists": _blocklist_records(settings, blocked),
             "languages_without_documents": empty,
         })
         from stages.ingest.report import write_report
@@ -205,6 +212,9 @@ class IngestStage:
             lines.append(f"| {lang} | {st['docs_in']:,} | {st['kept']:,} | {st['kept_bytes'] / 1e6:.2f} | {top} |")
         lines += ["", "| filter | removed |", "|---|---:|"]
         lines += [f"| {k} | {v:,} |" for k, v in s["per_filter"].items() if v]
+        if s.get("blocklists"):
+            lines += ["", "| block list | entries | removed |", "|---|---:|---:|"]
+            lines += [f"| {name} | {b['entries']:,} | {b['removed']:,} |" for name, b in s["blocklists"].items()]
         if manifest.skipped:
             lines += ["", f"**{len(manifest.skipped)} input problem(s) skipped**, e.g.: {manifest.skipped[0]['message']}"]
         if s["languages_without_documents"]:
@@ -221,9 +231,10 @@ class IngestStage:
         return [lang for lang in ctx.config.run.languages if lang in source.languages]
 
     @staticmethod
-    def _source_record(settings: IngestConfig, name: str, counts: Counter) -> dict[str, Any]:
+    def _source_record(settings: IngestConfig, name: str, counts: Counter, domain_bytes_in: Counter) -> dict[str, Any]:
         source = next(s for s in settings.sources if s.name == name)
         return {
+            "domain_bytes_in": dict(sorted(domain_bytes_in.items(), key=lambda kv: (-kv[1], kv[0]))),
             "kind": source.kind, "category": source.category, "licence": source.licence, "homepage": source.homepage,
             "collected": source.collected, "repo": source.repo, "hf_config": source.hf_config,
             "opt_out": source.opt_out.model_dump(mode="json"), "counts": dict(sorted(counts.items())),
@@ -233,12 +244,38 @@ class IngestStage:
 def _per_filter_counts(removed: Counter) -> dict[str, int]:
     """Every known filter gets a row, zero included, so a filter that never fired is visible as such."""
     from stages.ingest.langid import REJECT_REASONS
-    from stages.ingest.process import EMPTY, OPT_OUT
+    from stages.ingest.process import BLOCKLIST, EMPTY, OPT_OUT
     from stages.ingest.quality import QUALITY_REASONS
 
-    names = [EMPTY, OPT_OUT, *REJECT_REASONS, *QUALITY_REASONS, EXACT_DUP, NEAR_DUP]
+    names = [EMPTY, OPT_OUT, BLOCKLIST, *REJECT_REASONS, *QUALITY_REASONS, EXACT_DUP, NEAR_DUP]
     out = {n: int(removed.get(n, 0)) for n in names}
     out.update({k: int(v) for k, v in removed.items() if k not in out})
+    return out
+
+
+def _blocklist_signature(settings: IngestConfig) -> list[tuple]:
+    """Size and modification time of every block list file: a new version of a list makes the stage stale."""
+    from stages.ingest.blocklist import list_files
+
+    sig = []
+    for b in settings.blocklists:
+        try:
+            files = list_files(b.path)
+        except ValueError as e:
+            raise StageError(f"stage ingest: [[ingest.blocklists]] {b.name}: {e}") from None
+        sig.extend((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
+    return sig
+
+
+def _blocklist_records(settings: IngestConfig, removed: Counter) -> dict[str, Any]:
+    """Per block list: where it was read, its version (sha256), its entries and the documents it removed."""
+    from stages.ingest.blocklist import load
+
+    out = {}
+    for cfg in settings.blocklists:
+        bl = load(cfg)
+        out[cfg.name] = {"path": cfg.path, "description": cfg.description, "sha256": bl.sha256, "domains": len(bl.domains),
+                         "urls": len(bl.urls), "entries": bl.entries, "removed": int(removed.get(cfg.name, 0))}
     return out
 
 

@@ -138,7 +138,8 @@ class PretrainConfig(StrictModel):
     compile: bool = Field(False, description="torch.compile the model blocks and the loss.")
     seed: int | None = Field(None, description="Model initialization seed; default: [run] seed.")
     peak_flops_per_device: float | None = Field(
-        None, gt=0, description="Peak FLOP/s of one device for utilisation; default: known GPU table, or measured matmul rate on CPU.")
+        None, gt=0, description="Peak theoretical FLOP/s of one device (the hardware bound and utilisation); default: the table "
+        "of dense bf16 peaks (GH200, H100, H200), or on a CPU cores x clock x FLOPs per cycle read from the machine.")
     log_every: int = Field(1, ge=1, description="Steps between metric lines.")
     max_loss_factor: float | None = Field(
         2.0, gt=1, description="Stop as diverged when the loss exceeds this x ln(vocabulary size), i.e. this many times "

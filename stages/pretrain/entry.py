@@ -5,7 +5,8 @@ outputs, builds torchtitan's Trainer.Config (stages/pretrain/trainer_config.py) 
 own Trainer, which resumes from the newest complete checkpoint in J/checkpoints by itself. Rank 0 also appends
 a start and an end event per process lifetime to J/segments.jsonl (a killed process leaves no end event: its
 last logged step stands in), which is how the stage adds up wall time and device-hours over restarts, and writes J/job_info.json (model size, FLOPs per
-token, peak FLOP/s) for the manifest.
+token, the device's peak theoretical FLOP/s: stages/pretrain/peak_flops.py) for the manifest. The job's first
+optimizer step is counted as it runs (stages/pretrain/step_count.py -> J/flop_count.json).
 
 `--seed-checkpoint`: initialise the model in this one process and save it as J/seed/checkpoints/step-0.
 Multi-rank CPU runs start from it because DTensor's random generator is off on CPU meshes (every rank would
@@ -27,7 +28,9 @@ import time
 from pathlib import Path
 
 from europa_model.devices import resolve_device
+from stages.pretrain import step_count
 from stages.pretrain.failure import Failure, write_failure
+from stages.pretrain.peak_flops import Peak, device_peak
 
 
 def _free_port() -> int:
@@ -41,20 +44,6 @@ def single_process_env() -> None:
     if "RANK" not in os.environ:
         os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1",
                           MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
-
-
-def measure_cpu_peak_flops(seconds: float = 0.3) -> float:
-    """Sustained float32 matmul rate of this process's threads: the CPU's practical peak for utilisation."""
-    import torch
-
-    n = 512
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    torch.mm(a, b)
-    done, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        torch.mm(a, b)
-        done += 1
-    return 2 * n**3 * done / (time.perf_counter() - t0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,8 +118,9 @@ def _train(args: argparse.Namespace, progress: _Progress) -> int:
 
     init_logger()
     seed = settings.seed if settings.seed is not None else config.run.seed
-    peak = settings.peak_flops_per_device or (measure_cpu_peak_flops() if device == "cpu" else None)
     world = int(os.environ.get("WORLD_SIZE", "1"))
+    peak = device_peak(device, torch.cuda.get_device_name() if device == "cuda" else "cpu", declared=settings.peak_flops_per_device,
+                       local_ranks=int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     seed_dir = job_dir / "seed"
     initial = seed_dir / "checkpoints" / "step-0"
     if args.seed_checkpoint:  # only the model is saved and loaded; DistMuon needs sharded parameters to exist
@@ -143,7 +133,7 @@ def _train(args: argparse.Namespace, progress: _Progress) -> int:
         vocab_size=vocab_size,
         device_type=device,
         seed=seed,
-        peak_flops_per_device=peak,
+        peak_flops_per_device=peak.flops,
         initial_load_path=str(initial) if (initial / ".metadata").exists() and not args.seed_checkpoint else None,
         seed_checkpoint=args.seed_checkpoint,
     )
@@ -166,6 +156,8 @@ def _train(args: argparse.Namespace, progress: _Progress) -> int:
             _write_job_info(job_dir, trainer, settings, device, world, peak, vocab_size, torch, torchtitan)
         trainer.checkpointer.load(step=trainer_config.checkpoint.load_step)
         start_step = trainer.step
+        step_count.install(trainer, job_dir, tokens_per_step=settings.tokens_per_step,
+                           activation_checkpoint=settings.activation_checkpoint.mode, compiled=settings.compile)
         if rank == 0:
             _append_segment(job_dir, event="start", time=round(started, 3), step=start_step, world_size=world,
                             device_type=device)
@@ -208,7 +200,7 @@ def _train_from_loaded(trainer) -> None:
         checkpointer.load = original
 
 
-def _write_job_info(job_dir, trainer, settings, device, world, peak, vocab_size, torch, torchtitan) -> None:
+def _write_job_info(job_dir, trainer, settings, device, world, peak: Peak, vocab_size, torch, torchtitan) -> None:
     mp = trainer.metrics_processor
     info = {
         "flavor": settings.flavor,
@@ -218,9 +210,9 @@ def _write_job_info(job_dir, trainer, settings, device, world, peak, vocab_size,
         "world_size": world,
         "nodes": settings.parallelism.nodes,
         "num_flops_per_token": int(mp.num_flops_per_token),
-        "peak_flops_per_device": float(mp.gpu_peak_flops),
-        "peak_flops_source": "[pretrain] peak_flops_per_device" if settings.peak_flops_per_device
-        else ("measured float32 matmul rate of one rank" if device == "cpu" else "torchtitan's device table"),
+        "peak_flops_per_device": peak.flops,  # theoretical (stages/pretrain/peak_flops.py); None: unknown device
+        "peak_flops_source": peak.source,
+        "peak_flops_inputs": peak.inputs,
         "gradient_accumulation_steps": trainer.gradient_accumulation_steps,
         "torch_version": torch.__version__,
         "torchtitan_version": getattr(torchtitan, "__version__", "unknown"),

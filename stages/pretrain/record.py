@@ -49,21 +49,54 @@ class Training(Record):
     torchtitan_version: str | None
 
 
-class Compute(Record):
-    """Training compute. FLOP counts are integers when counted exactly, floats when estimated (or beyond 2^63)."""
+class ArchitectureEstimate(Record):
+    """(a) The figure reported: operations per token from the architecture x tokens seen (europa_model/flops.py)."""
 
-    flops_per_token: int
+    flops: int | float = Field(description="flops_per_token x tokens.")
+    flops_per_token: int = Field(description="6 x active matmul parameters + attention, forward and backward.")
     flops_per_token_matmul: int
     flops_per_token_attention: int
     flops_attention: int | float
-    flops_analytic: int | float = Field(description="flops_per_token x tokens_seen (6 x active matmul parameters + attention).")
-    flops_hardware: float | None = Field(None, description="Hardware-based estimate; absent when it cannot be made.")
-    peak_flops_per_device: float
-    peak_flops_source: str | None
-    mfu: float
-    agreement: float | None = Field(None, description="flops_hardware / flops_analytic (absent with flops_hardware).")
-    method_analytic: str
-    method_hardware: str
+    tokens: int = Field(description="Tokens seen in training (steps x global batch x seq_len).")
+    method: str
+    uncertainty: str
+
+
+class CountedOperations(Record):
+    """(b) The check: the operations one real training step executed, counted, times the steps."""
+
+    flops: int | float = Field(description="flops_per_step x steps.")
+    flops_per_step: int = Field(description="Forward and backward of every micro-batch of one optimizer step, all ranks.")
+    counted_step: int = Field(description="The step that was counted (the job's first).")
+    steps: int
+    tokens_per_step: int
+    by_operation: dict[str, int] = Field(description="FLOPs of the counted step per aten operation.")
+    recomputed_flops_per_step: int = Field(description="Activation recomputation in the counted step (excluded).")
+    ratio_to_architecture: float = Field(description="flops / (a): 1.0 means the formula and the count agree.")
+    method: str
+    uncertainty: str
+
+
+class HardwareBound(Record):
+    """(c) The upper bound: devices x seconds x the device's peak theoretical throughput (no utilisation factor)."""
+
+    flops: float = Field(description="device_seconds x peak_flops_per_device.")
+    device_seconds: float = Field(description="Wall seconds of the training processes x their devices, summed over restarts.")
+    peak_flops_per_device: float = Field(description="Peak theoretical FLOP/s of one device (stages/pretrain/peak_flops.py).")
+    peak_source: str = Field(description="The table entry, or the CPU formula with the figures read from the machine.")
+    implied_utilisation: float = Field(description="(a) / (c): the average fraction of peak (above 1 is impossible).")
+    method: str
+    uncertainty: str
+
+
+class Compute(Record):
+    """Training compute three ways. FLOP counts are integers when exact, floats when estimated (or beyond 2^63)."""
+
+    architecture: ArchitectureEstimate = Field(description="(a) architecture-based estimate: the figure reported.")
+    counted: CountedOperations | None = Field(None, description="(b) counted operations; absent when not counted (see not_counted).")
+    not_counted: str | None = Field(None, description="Why (b) is absent.")
+    hardware: HardwareBound | None = Field(None, description="(c) hardware-based bound; absent without a known peak (see no_hardware_bound).")
+    no_hardware_bound: str | None = Field(None, description="Why (c) is absent.")
 
 
 class CheckpointFile(Record):
@@ -87,6 +120,6 @@ class Projection(Record):
 class PretrainRecord(Record):
     model: ModelFacts = Field(description="The model that was trained.")
     training: Training = Field(description="How it was trained: steps, tokens, time, devices.")
-    compute: Compute = Field(description="Training compute, estimated two ways.")
+    compute: Compute = Field(description="Training compute: estimated, counted, bounded.")
     checkpoint: FinalCheckpoint = Field(description="The final checkpoint (the model released).")
     projection: Projection = Field(description="What the configured run plans in full ([pretrain] steps).")

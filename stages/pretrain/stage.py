@@ -6,8 +6,11 @@ ends, showing steps, loss and new checkpoints. The job writes into the stage's j
 which survives crashes; running the stage again resumes from its newest complete checkpoint. When training
 has reached `steps`, the job folder is published as <run>/pretrain/ (hard links: no copy of the checkpoints,
 and the job folder stays intact until the publish has succeeded) with the record (record.py) the compliance
-stage needs: tokens, steps, time, devices, device-hours, training FLOPs estimated two ways, and the checksums of
-the final checkpoint. Why a training process stopped comes from the failure file it writes (failure.py).
+stage needs: tokens, steps, time, devices, device-hours, training FLOPs, and the checksums of the final
+checkpoint. Training compute is recorded three ways (compute_statistics): the architecture-based estimate that
+is reported, the operations counted in one real step as its check, and the hardware bound (devices x seconds x
+peak theoretical throughput) with the utilisation it implies. Why a training process stopped comes from the
+failure file it writes (failure.py).
 """
 
 from __future__ import annotations
@@ -29,19 +32,20 @@ from pipeline.fsutil import sha256_files
 from pipeline.manifest import Manifest, digest
 from pipeline.stage import StageContext, StageError, StageOutcome
 from stages.pretrain import job as jobdir
+from stages.pretrain import step_count
 from stages.pretrain.config import PretrainConfig
 from stages.pretrain.failure import clear_failures, read_failure
 from stages.pretrain.record import PretrainRecord
 
 SLURM_POLL_S = 60
 # what the published stage folder keeps of the job folder (seed checkpoints and comm traces stay behind)
-PUBLISHED = ("checkpoints", "metrics.jsonl", "segments.jsonl", "job_info.json", "train.log", "tb",
+PUBLISHED = ("checkpoints", "metrics.jsonl", "segments.jsonl", "job_info.json", "flop_count.json", "train.log", "tb",
              "job.sbatch", "plan.txt", "plan.json", "jobs.jsonl", "slurm-*.out")
 
 
 class PretrainStage:
     name: ClassVar[str] = "pretrain"
-    code_version: ClassVar[str] = "1"
+    code_version: ClassVar[str] = "2"  # 2: the record's compute part (estimated, counted, bounded)
     long_job: ClassVar[bool] = True  # trains in ctx.job_dir, which evaluation reads while the job runs
 
     def input_signature(self, ctx: StageContext) -> Any:
@@ -186,7 +190,7 @@ class PretrainStage:
         record = training_statistics(ctx.settings, out_dir)
         t, c = record.training, record.compute
         summary = {"steps": t.steps, "tokens": t.tokens_seen, "final loss": round(t.final_loss, 4),
-                   "checkpoints": len(complete_checkpoints(out_dir)), "FLOPs": f"{c.flops_analytic:.2e}"}
+                   "checkpoints": len(complete_checkpoints(out_dir)), "FLOPs": f"{c.architecture.flops:.2e}"}
         # the final checkpoint's files are checksummed in the record already: no second read
         checksums = {f.path: f.sha256 for f in record.checkpoint.files}
         return StageOutcome(statistics=record, summary=summary, checksums=checksums)
@@ -200,9 +204,13 @@ class PretrainStage:
             f"| steps | {t['steps']:,} |", f"| tokens | {t['tokens_seen']:,} |", f"| final loss | {t['final_loss']:.4f} |",
             f"| devices | {t['device_count']} x {t['device_type']} ({t['device_name']}) |",
             f"| wall time | {t['wall_time_s']:.0f} s |", f"| device-hours | {t['device_hours']:.4f} |",
-            f"| training FLOPs (6 x active x tokens + attention) | {c['flops_analytic']:.3e} |",
-            f"| training FLOPs (devices x time x peak x MFU) | {c['flops_hardware']:.3e} |",
-            f"| mean MFU | {c['mfu']:.2%} |", f"| final checkpoint | {s['checkpoint']['path']} |",
+            f"| (a) training FLOPs, architecture-based (reported) | {c['architecture']['flops']:.3e} |",
+            "| (b) training FLOPs, counted in one step x steps | "
+            + (f"{c['counted']['flops']:.3e} ({c['counted']['ratio_to_architecture']:.3f} x (a)) |" if c.get("counted") else f"not counted: {c.get('not_counted')} |"),
+            "| (c) hardware bound, devices x seconds x peak | "
+            + (f"{c['hardware']['flops']:.3e} (implied utilisation {c['hardware']['implied_utilisation']:.2%}) |" if c.get("hardware")
+               else f"none: {c.get('no_hardware_bound')} |"),
+            f"| final checkpoint | {s['checkpoint']['path']} |",
         ])
 
 
@@ -226,11 +234,6 @@ def training_statistics(settings: PretrainConfig, folder: Path) -> PretrainRecor
     wall = sum(s["end"] - s["start"] for s in segs)
     device_seconds = sum((s["end"] - s["start"]) * s["world_size"] for s in segs)
     steady = [r for r in rows if r["step"] > 1] or rows  # step 1 pays for start-up and lazy initialisation
-    peak = float(info["peak_flops_per_device"])
-    # utilisation from our FLOPs per token and the measured tokens/s per device
-    mfu = sum(per_token["total"] * r["tokens_per_s_per_device"] / peak for r in steady) / len(steady)
-    flops_analytic = per_token["total"] * tokens
-    flops_hardware = device_seconds * peak * mfu
     ckpt_files = [p_ for p_ in sorted(final.path.rglob("*")) if p_.is_file()]
     files = [{"path": p_.relative_to(folder).as_posix(), "sha256": sha, "bytes": p_.stat().st_size}
              for p_, sha in zip(ckpt_files, sha256_files(ckpt_files))]
@@ -257,18 +260,69 @@ def training_statistics(settings: PretrainConfig, folder: Path) -> PretrainRecor
             "peak_memory_gib": max(r.get("memory_gib", 0.0) for r in rows),
             "torch_version": info.get("torch_version"), "torchtitan_version": info.get("torchtitan_version"),
         },
-        "compute": {
-            "flops_per_token": per_token["total"], "flops_per_token_matmul": per_token["matmul"],
-            "flops_per_token_attention": per_token["attention"], "flops_attention": per_token["attention"] * tokens,
-            "flops_analytic": flops_analytic, "flops_hardware": flops_hardware,
-            "peak_flops_per_device": peak, "peak_flops_source": info.get("peak_flops_source"), "mfu": mfu,
-            "agreement": flops_hardware / flops_analytic if flops_analytic else None,
-            "method_analytic": "6 x active matmul parameters x tokens + attention (6 x layers x seq_len x heads x "
-                               "(qk_dim + v_dim) per token); europa_model/flops.py",
-            "method_hardware": "devices x wall seconds of the training processes x peak FLOP/s x mean measured MFU "
-                               "(start-up and checkpointing included in the seconds)",
-        },
+        "compute": compute_statistics(per_token, tokens, final.step, device_seconds, info, step_count.read(folder)),
         "checkpoint": {"final_step": final.step, "path": f"checkpoints/{final.name}",
                        "sha256": digest([(x["path"], x["sha256"]) for x in files]), "files": files},
         "projection": {"planned_tokens": planned_tokens, "planned_flops": planned_tokens * per_token["total"]},
     })
+
+
+ARCHITECTURE_METHOD = ("6 x active matmul parameters x tokens + attention (6 x layers x seq_len x heads x (qk_dim + v_dim) "
+                       "per token, causal attention at the full square); europa_model/flops.py")
+ARCHITECTURE_UNCERTAINTY = (
+    "Exact for what it counts, given the architecture: every matmul a token causes (2 FLOPs per multiply-add; backward "
+    "twice the forward) and the attention scores and values. Not counted: element-wise work (norms, activations, "
+    "softmax, routing, the optimizer), small against the matmuls for large models, and activation recomputation (the "
+    "guidelines exclude it). Checked against the counted operations (b).")
+COUNTED_METHOD = ("torch.utils.flop_counter.FlopCounterMode over the forward and backward of the job's first optimizer "
+                  "step (every micro-batch, summed over all ranks, in the training process), with a torch._grouped_mm "
+                  "formula for the MoE experts, times the steps")
+COUNTED_UNCERTAINTY = (
+    "Counts the matmul-like operations actually dispatched (mm, addmm, bmm, grouped mm, attention kernels) from their "
+    "shapes; element-wise work and the optimizer are not counted; activation recomputation is counted apart and "
+    "excluded. One step stands for all: every step has the same shapes, and MoE routing changes which experts run, "
+    "not how many token-expert products there are.")
+HARDWARE_METHOD = ("devices x wall seconds of the training processes (start-up, data loading and checkpointing "
+                   "included) x the device's peak theoretical FLOP/s: the guidelines' hardware-based N x L x H with "
+                   "the utilisation U set to 1")
+HARDWARE_UNCERTAINTY = (
+    "An upper bound, not an estimate: no run computes at its peak every second. The implied utilisation (a) / (c) is "
+    "the average fraction of the peak the run achieved; above 100% is impossible and means (a) or the peak is wrong. "
+    "Peak: the datasheet's dense bf16 figure for a GPU, or for a CPU cores x clock x FLOPs per cycle as read from the "
+    "machine (an upper bound unless the CPU boosts above the clock it reports).")
+
+
+def compute_statistics(per_token: dict[str, int], tokens: int, steps: int, device_seconds: float, info: dict,
+                       count: dict | None) -> dict:
+    """The record's compute part: (a) reported, (b) its check, (c) the bound and the utilisation (a) / (c)."""
+    flops_a = per_token["total"] * tokens
+    out: dict = {"architecture": {
+        "flops": flops_a, "flops_per_token": per_token["total"], "flops_per_token_matmul": per_token["matmul"],
+        "flops_per_token_attention": per_token["attention"], "flops_attention": per_token["attention"] * tokens,
+        "tokens": tokens, "method": ARCHITECTURE_METHOD, "uncertainty": ARCHITECTURE_UNCERTAINTY}}
+    if count is None:
+        out["not_counted"] = ("no flop_count.json in the job folder: the job's first step ran under an earlier version "
+                              "of the pipeline (rerun the pretrain stage with --force to count it)")
+    elif "skipped" in count:
+        out["not_counted"] = count["skipped"]
+    else:
+        flops_b = count["flops_per_step"] * steps
+        out["counted"] = {
+            "flops": flops_b, "flops_per_step": count["flops_per_step"], "counted_step": count["step"], "steps": steps,
+            "tokens_per_step": count["tokens_per_step"], "by_operation": count["by_operation"],
+            "recomputed_flops_per_step": count["recomputed_flops_per_step"],
+            "ratio_to_architecture": flops_b / flops_a if flops_a else 0.0, "method": COUNTED_METHOD,
+            "uncertainty": COUNTED_UNCERTAINTY}
+    peak = info.get("peak_flops_per_device")
+    if "peak_flops_inputs" not in info:
+        out["no_hardware_bound"] = ("job_info.json records no theoretical peak (written by an earlier version of the "
+                                    "pipeline); rerun the pretrain stage with --force")
+    elif not peak:
+        out["no_hardware_bound"] = info.get("peak_flops_source") or "no peak FLOP/s known for the device"
+    else:
+        bound = device_seconds * float(peak)
+        out["hardware"] = {
+            "flops": bound, "device_seconds": round(device_seconds, 3), "peak_flops_per_device": float(peak),
+            "peak_source": info["peak_flops_source"], "implied_utilisation": flops_a / bound if bound else float("inf"),
+            "method": HARDWARE_METHOD, "uncertainty": HARDWARE_UNCERTAINTY}
+    return out

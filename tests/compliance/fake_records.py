@@ -27,8 +27,10 @@ val_fraction = 0.1
 """
 
 
-def pretrain_statistics(*, flops: float | None = None, projected: float | None = None) -> dict[str, Any]:
-    """The contract's statistics for the tiny flavor, 100 steps on a CPU; `flops` scales both estimates."""
+def pretrain_statistics(*, flops: float | None = None, projected: float | None = None, counted_ratio: float = 0.99,
+                        utilisation: float = 0.05) -> dict[str, Any]:
+    """The contract's statistics for the tiny flavor, 100 steps on a CPU; `flops` sets (a), the count (b) is
+    `counted_ratio` x (a), the hardware bound (c) is (a) / `utilisation`."""
     tokens = 100 * 8 * 256
     per_token = 2_495_232
     analytic = float(flops if flops is not None else per_token * tokens)
@@ -42,11 +44,19 @@ def pretrain_statistics(*, flops: float | None = None, projected: float | None =
                      "device_hours": 95.25 / 3600, "launcher": "local", "final_loss": 5.125, "precision": "float32",
                      "torch_version": "2.13.0", "torchtitan_version": "0.3.0", "segments": 1, "first_loss": 8.75,
                      "tokens_per_s_per_device": 2150.5, "peak_memory_gib": 0.5},
-        "compute": {"flops_per_token": per_token, "flops_per_token_matmul": 6 * 409_216,
-                    "flops_per_token_attention": per_token - 6 * 409_216, "flops_analytic": analytic, "flops_attention": analytic * 0.02,
-                    "flops_hardware": analytic * 0.9, "peak_flops_per_device": 1.0e11, "peak_flops_source": "measured matmul rate on CPU",
-                    "mfu": 0.05, "agreement": 0.9, "method_analytic": "6 x active matmul parameters x tokens + attention",
-                    "method_hardware": "devices x seconds x peak FLOP/s x measured utilisation"},
+        "compute": {
+            "architecture": {"flops": analytic, "flops_per_token": per_token, "flops_per_token_matmul": 6 * 409_216,
+                             "flops_per_token_attention": per_token - 6 * 409_216, "flops_attention": analytic * 0.02,
+                             "tokens": tokens, "method": "6 x active matmul parameters x tokens + attention",
+                             "uncertainty": "exact for what it counts"},
+            "counted": {"flops": analytic * counted_ratio, "flops_per_step": int(analytic * counted_ratio / 100), "counted_step": 1,
+                        "steps": 100, "tokens_per_step": 8 * 256, "by_operation": {"mm": int(analytic * counted_ratio / 100)},
+                        "recomputed_flops_per_step": 0, "ratio_to_architecture": counted_ratio,
+                        "method": "FlopCounterMode over one step x steps", "uncertainty": "matmuls only"},
+            "hardware": {"flops": analytic / utilisation, "device_seconds": 95.25, "peak_flops_per_device": analytic / utilisation / 95.25,
+                         "peak_source": "AMD EPYC: 2 core(s) x 2,596 MHz x 128 FLOP/cycle", "implied_utilisation": utilisation,
+                         "method": "devices x seconds x peak", "uncertainty": "an upper bound"},
+        },
         "checkpoint": {"final_step": 100, "path": "checkpoints/step-100", "sha256": "ab" * 32,
                        "files": [{"path": "checkpoints/step-100/__0_0.distcp", "sha256": "cd" * 32, "bytes": 9_876_543}]},
         "projection": {"planned_tokens": tokens, "planned_flops": float(projected if projected is not None else analytic)},
@@ -76,7 +86,7 @@ def _manifest(stage: str, config: dict, upstream: dict, statistics: dict, at: st
 
 
 def write_pretrain(run: Path, statistics: dict[str, Any] | None = None, *, drop: tuple[str, ...] = (), **kw) -> None:
-    """Write pretrain/manifest.json; `drop` removes dotted keys (e.g. "compute.flops_hardware")."""
+    """Write pretrain/manifest.json; `drop` removes dotted keys (e.g. "compute.counted")."""
     from stages.pretrain.config import PretrainConfig
 
     rd = RunDir(run)

@@ -1,15 +1,18 @@
-"""The compute check on both sides of 1e25 FLOP, the projection, the margin, and the energy estimate."""
+"""Training compute: the three figures and their methods, the checks between them, the 1e25 presumption on both
+sides, the projection, and the energy estimate (or N/A)."""
 
 from __future__ import annotations
 
 import pytest
 
 from pipeline.rundir import RunDir
-from stages.compliance import annex_xi
+from stages.compliance import annex_xi, compute_check
 from stages.compliance.compute import compute_facts, energy_fact, presumed_systemic, threshold_check
 from stages.compliance.facts import Records
 from stages.compliance.generate import generate
-from tests.compliance.fake_records import write_pretrain
+from tests.compliance.fake_records import pretrain_statistics, write_pretrain
+
+A = "pretrain/manifest.json: statistics.compute.architecture.flops"
 
 
 def values(bundle, doc: str) -> dict:
@@ -30,14 +33,15 @@ def test_section_2_on_both_sides_of_the_threshold(run, demo_settings, flops, sys
     xi = values(bundle, annex_xi.DOC_ID)
     check = xi["1.2.d.check"]["text"]
     assert set(annex_xi.REQUIRED_SECTION_2) <= set(xi) if systemic else not set(annex_xi.REQUIRED_SECTION_2) & set(xi)
+    assert xi["1.3.results"]["sources"] == ["evaluate/manifest.json: statistics.per_language"]  # for every model
     if systemic:
         assert "ABOVE" in check and "two weeks" in check
         # section 2 asks for declarations the demo does not make: they are open, never invented
         assert any("[compliance.systemic_risk] adversarial_testing" in i.need for i in bundle.open_items)
-        assert xi["2.1.results"]["sources"] == ["evaluate/manifest.json: statistics.per_language"]
     else:
-        assert "below" in check and "within the +-30% accuracy band" in check  # 9.9e24 x 1.3 > 1e25
-        assert not bundle.open_items
+        # 9.9e24 x 1.3 > 1e25: an estimate 30% low would cross the threshold
+        assert "below" in check and "30% low (the accuracy the guidelines require)" in check
+        assert not bundle.open_items and not bundle.contradictions
 
 
 def test_projection_above_threshold_makes_section_2_due(run, demo_settings):
@@ -45,39 +49,75 @@ def test_projection_above_threshold_makes_section_2_due(run, demo_settings):
     bundle = generate(RunDir(run), demo_settings)
     xi = values(bundle, annex_xi.DOC_ID)
     assert "2.2.adversarial_testing" in xi
-    cc = values(bundle, "compute_check")
+    cc = values(bundle, compute_check.DOC_ID)
     assert "ABOVE" in cc["2.verdict"]["text"] and "below" in cc["1.verdict"]["text"]
     assert cc["2.projected_flops"]["value"] == 2.4e25
     assert cc["2.projected_flops"]["sources"] == ["pretrain/manifest.json: statistics.projection.planned_flops"]
     assert "projected" in bundle.files["annex_xi_technical_documentation.md"]
 
 
-def test_margin_and_the_larger_estimate(run, demo_settings):
-    write_pretrain(run, flops=2e24)  # hardware estimate = 0.9 x analytic in the fake record
+def test_the_architecture_based_estimate_is_reported_and_checked(run, demo_settings):
+    write_pretrain(run, flops=2e24, counted_ratio=1.1, utilisation=0.4)
     rec = Records.load(RunDir(run), demo_settings)
     c = compute_facts(rec)
-    assert c.training.value == 2e24 and c.training.sources == ("pretrain/manifest.json: statistics.compute.flops_analytic",)
+    assert c.training.value == 2e24 and c.training.sources == (A,)
+    assert c.counted.value == pytest.approx(2.2e24) and c.ratio.value == pytest.approx(1.1) and c.agreement.value is True
+    assert c.bound.value == pytest.approx(5e24) and c.utilisation.value == pytest.approx(0.4)
     verdict = threshold_check(c.training, "Training compute")
     assert verdict.value["factor_to_threshold"] == pytest.approx(5.0) and verdict.value["difference"] == pytest.approx(8e24)
-    assert "a factor of 5.0 × 10^0 below" in verdict.text and not verdict.value["within_accuracy_band"]
-
-
-def test_one_estimate_missing_uses_the_other_and_lists_the_gap(run, demo_settings):
-    write_pretrain(run, drop=("compute.flops_hardware", "compute.agreement"))
+    assert "a factor of 5.0 × 10^0 below" in verdict.text and not verdict.value["within_accuracy_margin"]
     bundle = generate(RunDir(run), demo_settings)
-    cc = values(bundle, "compute_check")
-    assert cc["1.training_flops"]["method"] == "the only estimate recorded (the other is open)"
-    assert cc["1.flops_hardware"]["open"]
+    form = bundle.form["computational_resources"]
+    assert form["training_flops"] == 2e24 and form["training_flops_two_significant"] == "2.0e24"
+    assert form["training_flops_order_of_magnitude"] == 24 and form["implied_utilisation"] == pytest.approx(0.4)
+    assert form["counted_flops_check"] == pytest.approx(2.2e24) and form["hardware_bound_flops"] == pytest.approx(5e24)
+    # each figure is named with its method and its uncertainty
+    xi = values(bundle, annex_xi.DOC_ID)
+    for fig in ("analytic", "counted", "bound"):
+        assert xi[f"1.2.d.method_{fig}"]["value"] and xi[f"1.2.d.uncertainty_{fig}"]["value"]
+    md = bundle.files["compute_check.md"]
+    assert "this project's check on (a), not a rule of the guidelines" in md and "C(2025) 7719" in md
+
+
+@pytest.mark.parametrize("ratio, contradiction", [(0.71, False), (1.29, False), (0.69, True), (1.31, True)])
+def test_estimates_that_disagree_beyond_30_percent_are_a_contradiction(run, demo_settings, ratio, contradiction):
+    from stages.compliance.stage import ComplianceStage
+    from pipeline.stage import StageError
+    from tests.compliance.test_compliance_documents import _ctx
+
+    write_pretrain(run, counted_ratio=ratio)
+    bundle = generate(RunDir(run), demo_settings)
+    assert [c.check for c in bundle.contradictions] == (["estimates_disagree"] if contradiction else [])
+    if contradiction:
+        assert "Contradictions" in bundle.files["open_items.md"] and "estimates_disagree" in bundle.files["open_items.md"]
+        with pytest.raises(StageError, match="0 open item\\(s\\) and 1 contradiction\\(s\\).*estimates_disagree"):
+            ComplianceStage().run(_ctx(run, demo_settings.model_copy(update={"strict": True})), run / "strict-out")
+
+
+def test_utilisation_above_100_percent_is_a_contradiction(run, demo_settings):
+    write_pretrain(run, utilisation=1.8)  # (a) 1.8 x the bound: impossible, the issue's 179% "MFU"
+    bundle = generate(RunDir(run), demo_settings)
+    assert [c.check for c in bundle.contradictions] == ["utilisation_above_100_percent"]
+    assert "180.00%" in bundle.contradictions[0].message and A in bundle.contradictions[0].sources
+
+
+def test_a_figure_the_record_could_not_make_is_open_with_its_reason(run, demo_settings):
+    stats = pretrain_statistics()
+    del stats["compute"]["counted"], stats["compute"]["hardware"]
+    stats["compute"]["not_counted"] = "no flop_count.json in the job folder"
+    stats["compute"]["no_hardware_bound"] = "no table entry for device 'NVIDIA A40'"
+    write_pretrain(run, stats)
+    bundle = generate(RunDir(run), demo_settings)
     needs = [i.need for i in bundle.open_items]
-    assert "pretrain/manifest.json: statistics.compute.flops_hardware (absent in the record)" in needs
+    assert ("(b) counted operations: no flop_count.json in the job folder (pretrain/manifest.json: statistics.compute.not_counted)"
+            in needs)
+    assert any(n.startswith("(c) hardware bound: no table entry for device 'NVIDIA A40'") for n in needs)
+    assert values(bundle, compute_check.DOC_ID)["1.training_flops"]["sources"] == [A]  # (a) is still reported
 
 
 def test_energy_from_device_hours_power_and_pue(run, demo_settings):
-    stats_hours = 1_000_000.0
-    from tests.compliance.fake_records import pretrain_statistics
-
     stats = pretrain_statistics()
-    stats["training"]["device_hours"] = stats_hours
+    stats["training"]["device_hours"] = 1_000_000.0
     write_pretrain(run, stats)
     settings = demo_settings.model_copy(update={"energy": demo_settings.energy.model_copy(update={"watts_per_device": 700.0, "pue": 1.2})})
     e = energy_fact(Records.load(RunDir(run), settings))
@@ -85,3 +125,15 @@ def test_energy_from_device_hours_power_and_pue(run, demo_settings):
     assert e.text == "8.4 × 10^2 MWh (estimated)"
     assert e.sources == ("pretrain/manifest.json: statistics.training.device_hours", "run config [compliance.energy] watts_per_device",
                          "run config [compliance.energy] pue")
+
+
+def test_energy_not_available_reads_na_and_power_figures_with_it_contradict(run, demo_settings):
+    na = demo_settings.energy.model_copy(update={"watts_per_device": None, "pue": None, "basis": None,
+                                                 "not_available": "the cloud provider discloses no power data"})
+    bundle = generate(RunDir(run), demo_settings.model_copy(update={"energy": na}))
+    assert bundle.form["energy"] == {"training_energy_mwh": "N/A", "training_energy_mwh_two_significant": "N/A",
+                                     "measured_or_estimated": "N/A", "method": "N/A"}
+    assert not bundle.open_items and not bundle.contradictions
+    both = demo_settings.energy.model_copy(update={"not_available": "undisclosed"})
+    bundle = generate(RunDir(run), demo_settings.model_copy(update={"energy": both}))
+    assert [c.check for c in bundle.contradictions] == ["energy_both_stated_and_not_available"]

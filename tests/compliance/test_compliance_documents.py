@@ -33,8 +33,9 @@ def test_demo_declarations_leave_nothing_open_and_every_item_is_traced(run, demo
     bundle = generate(RunDir(run), demo_settings)
     assert bundle.open_items == []
     files = write(bundle, tmp_path / "out")
-    assert {f"{d}.md" for d in REQUIRED} | {"model_documentation_form.md", "model_documentation_form.json", "index.html",
-                                            "provenance.json", "open_items.md", "model_documentation_form.schema.json"} == set(files)
+    assert {f"{d}.md" for d in REQUIRED} | {"model_documentation_form.md", "model_documentation_downstream_providers.md",
+                                            "model_documentation_form.json", "index.html", "provenance.json", "open_items.md",
+                                            "model_documentation_form.schema.json", "released_files.sha256"} == set(files)
     assert "Nothing is open" in (tmp_path / "out" / "open_items.md").read_text()
     prov = json.loads((tmp_path / "out" / "provenance.json").read_text())
     for doc, required in REQUIRED.items():
@@ -62,30 +63,35 @@ def test_template_sections_and_figures(run, demo_settings):
     assert v["1.3.languages[mt].training tokens"]["sources"] == ["shards/manifest.json: statistics.per_language.mt.train_tokens"]
     assert v["1.3.latest_collection"]["value"] == "05/2024"
     assert v["2.1.used"]["value"] is True and v["2.3.used"]["value"] is False
-    assert v["2.3.domains[unicode.org].bytes"]["value"] > 0  # the demo's one domain: SME rule lists ceil(5% x 1) = 1
-    assert v["3.2.pii_total"]["value"] == 0 and v["3.2.pii[email].redaction on"]["value"] is True
+    assert not any(k.startswith("2.3.domains") for k in v)  # nothing crawled: no domain list (unicode.org is a fallback)
+    assert v["3.3.pii_total"]["value"] == 0 and v["3.3.pii[email].redaction on"]["value"] is True
     md = bundle.files["public_summary.md"]
     for heading in ("## 1 General information", "### 1.3 ", "## 2 List of data sources", "### 2.3 ", "## 3 Data processing aspects",
                     "### 3.1 ", "### 3.2 "):
         assert heading in md
 
 
-def test_domain_rule_applied_to_the_record(run, demo_settings):
-    def many_domains(m):
-        m["statistics"]["per_domain_bytes"] = {**{f"site{i:02d}.eu": 1000 - i for i in range(25)}, "(none)": 5}
-    edit_manifest(run, "ingest", many_domains)
+def test_domain_rule_applied_to_the_crawled_sources_before_filtering(run, demo_settings):
+    def crawled(m):
+        src = m["statistics"]["per_source"]["udhr"]
+        src["category"] = "crawled"
+        src["domain_bytes_in"] = {**{f"site{i:02d}.eu": 1000 - i for i in range(25)}, "(none)": 5}
+        m["statistics"]["per_domain_bytes"] = {"kept-only.eu": 10**9}  # kept bytes over all sources: not the population
+    edit_manifest(run, "ingest", crawled)
     for sme, listed in ((True, ["site00.eu", "site01.eu"]), (False, ["site00.eu", "site01.eu", "site02.eu"])):
         settings = demo_settings.model_copy(update={"provider": demo_settings.provider.model_copy(update={"sme": sme})})
         v = generate(RunDir(run), settings).provenance["documents"][summary.DOC_ID]["values"]
         assert [k.split("[")[1].split("]")[0] for k in v if k.startswith("2.3.domains[") and k.endswith(".bytes")] == listed
         assert v["2.3.domains_ranked"]["value"] == 25 and v["2.3.no_domain_bytes"]["value"] == 5
+        assert v["2.3.domains_ranked"]["sources"] == ["ingest/manifest.json: statistics.per_source.udhr.domain_bytes_in"]
 
 
 def test_parameters_two_significant_figures_everywhere(run, demo_settings):
     bundle = generate(RunDir(run), demo_settings)
     assert bundle.form["model_properties"]["total_parameters"] == 812_352
     assert bundle.form["model_properties"]["total_parameters_two_significant"] == "8.1e5"
-    assert bundle.form["model_properties"]["parameter_size_range"] == "<1B"
+    assert bundle.form["model_properties"]["parameter_size_range"] == "1-500M"
+    assert bundle.form["model_properties"]["active_parameter_size_range"] == "1-500M"
     assert "812,352 (8.1 × 10^5)" in bundle.files["annex_xi_technical_documentation.md"]
     assert "812,352 (8.1 × 10^5)" in bundle.files["annex_xii_downstream_information.md"]
     ctx = bundle.provenance["documents"][annex_xii.DOC_ID]["values"]["2.b.max_size"]
@@ -119,7 +125,8 @@ def test_a_missing_declaration_is_listed_and_strict_fails(run, tmp_path):
     stage.run(_ctx(run, settings), out)  # not strict: published with the open item
     assert (out / "open_items.md").exists()
     strict = settings.model_copy(update={"strict": True})
-    with pytest.raises(StageError, match=r"1 open item\(s\) while \[compliance\] strict = true: set \[compliance.model\] licence"):
+    with pytest.raises(StageError, match=r"1 open item\(s\) and 0 contradiction\(s\) while \[compliance\] strict = true: "
+                                         r"set \[compliance.model\] licence"):
         stage.run(_ctx(run, strict), tmp_path / "strict")
 
 
@@ -191,7 +198,7 @@ def test_demo_config_section_is_valid_and_labelled_demo():
     from stages.compliance.config import ComplianceConfig
 
     cfg = ComplianceConfig.model_validate(data)
-    assert cfg.strict is False and cfg.model.release_date == "2026-01-01"
+    assert cfg.strict is False and cfg.model.released is False and cfg.model.release_date is None
 
 
 def _ctx(run: Path, settings) -> StageContext:
@@ -223,6 +230,7 @@ def test_registered_stage_config_errors_and_summary(run, demo_settings, tmp_path
 
     (tmp_path / "out").mkdir()
     outcome = ComplianceStage().run(_ctx(run, demo_settings), tmp_path / "out")
-    assert outcome.summary["open items"] == 0 and outcome.statistics.compute.presumed_systemic_risk is False
+    assert outcome.summary["open items"] == 0 and outcome.summary["contradictions"] == 0
+    assert outcome.statistics.compute.presumed_systemic_risk is False
     text = ComplianceStage().summary_markdown(SimpleNamespace(statistics=outcome.statistics.model_dump(mode="json")))
-    assert text.startswith("# compliance: 6 documents, 0 open item(s)") and "below the 1e25 FLOP presumption" in text
+    assert text.startswith("# compliance: 7 documents, 0 open item(s), 0 contradiction(s)") and "below the 1e25 FLOP presumption" in text

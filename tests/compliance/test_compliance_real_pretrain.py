@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 
 import pytest
 
@@ -41,13 +42,23 @@ def test_documents_from_a_real_pretrain_record(upstream_run, tmp_path, udhr_dir,
     write_evaluate(run, json.loads(LANGS))
 
     bundle = generate(RunDir(run), demo_settings)
-    assert [i.need for i in bundle.open_items] == []
+    assert [i.need for i in bundle.open_items] == [] and bundle.contradictions == []
     form = bundle.form
     stats = json.loads((run / "pretrain" / "manifest.json").read_text())["statistics"]
     assert form["model_properties"]["total_parameters"] == stats["model"]["total_params"]
-    assert form["model_properties"]["input_max_tokens"] == 64
-    assert form["general"]["authenticity_sha256"] == stats["checkpoint"]["sha256"]
-    assert form["computational_resources"]["training_flops"] == max(stats["compute"]["flops_analytic"], stats["compute"]["flops_hardware"])
+    assert form["model_properties"]["input_max_tokens"] == 64 and form["model_properties"]["parameter_size_range"] == "1-500M"
+    # the three compute figures of a recorded run: (a) reported, (b) agrees within 30%, (a) <= (c)
+    a, b, c = (stats["compute"][k] for k in ("architecture", "counted", "hardware"))
+    assert form["computational_resources"]["training_flops"] == a["flops"]
+    assert abs(b["flops"] / a["flops"] - 1) <= 0.30 and a["flops"] <= c["flops"] and c["implied_utilisation"] < 1
+    assert form["computational_resources"]["counted_flops_check"] == b["flops"]
+    assert form["computational_resources"]["hardware_bound_flops"] == c["flops"]
     xi = bundle.provenance["documents"]["annex_xi_technical_documentation"]["values"]
     assert xi["1.2.d.device_hours"]["sources"] == ["pretrain/manifest.json: statistics.training.device_hours"]
     assert "below the 10^25 FLOP presumption" in xi["1.2.d.check"]["text"]
+    # authenticity with standard tools: sha256sum checks every released file of the run
+    (run / "compliance").mkdir()
+    (run / "compliance" / "released_files.sha256").write_text(bundle.files["released_files.sha256"])
+    check = subprocess.run(["sha256sum", "-c", "compliance/released_files.sha256"], cwd=run, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert len(form["general"]["authenticity"]["files"]) == len(stats["checkpoint"]["files"]) + 3

@@ -1,4 +1,5 @@
 """The pinned rules: two significant figures, the size bins and their edges, the domain list, training time."""
+# europa-1t: 9.5e11 total ("500B-1T"), 3.3e10 active ("15B-50B"); the demo's tiny model "1-500M".
 
 from __future__ import annotations
 
@@ -45,12 +46,25 @@ def test_text_size_bin_edges(tokens, expected):
 
 
 @pytest.mark.parametrize("params, expected", [
-    (999_999_999, "<1B"), (1_000_000_000, "1B-10B"), (10_000_000_000, "1B-10B"), (10_000_000_001, "10B-100B"),
-    (100_000_000_000, "10B-100B"), (100_000_000_001, "100B-500B"), (500_000_000_000, "100B-500B"),
-    (500_000_000_001, "500B-1T"), (948_700_000_000, "500B-1T"), (1_000_000_000_000, "500B-1T"), (1_000_000_000_001, ">1T"),
+    # the Model Documentation Form's ranges; each includes its upper edge
+    (1, "1-500M"), (812_352, "1-500M"), (500_000_000, "1-500M"), (500_000_001, "500M-5B"), (5_000_000_000, "500M-5B"),
+    (5_000_000_001, "5B-15B"), (15_000_000_000, "5B-15B"), (15_000_000_001, "15B-50B"), (32_810_000_000, "15B-50B"),
+    (50_000_000_000, "15B-50B"), (50_000_000_001, "50B-100B"), (100_000_000_000, "50B-100B"),
+    (100_000_000_001, "100B-500B"), (500_000_000_000, "100B-500B"), (500_000_000_001, "500B-1T"),
+    (948_700_000_000, "500B-1T"), (1_000_000_000_000, "500B-1T"), (1_000_000_000_001, ">1T"),
 ])
 def test_parameter_bin_edges(params, expected):
     assert parameter_bin(params) == expected
+
+
+def test_parameter_bins_are_the_forms_and_no_others():
+    from stages.compliance.model_form import FIELDS
+    from stages.compliance.numbers import PARAMETER_BINS
+
+    labels = ["1-500M", "500M-5B", "5B-15B", "15B-50B", "50B-100B", "100B-500B", "500B-1T", ">1T"]
+    assert [label for _, label in PARAMETER_BINS] == labels
+    for field in ("parameter_size_range", "active_parameter_size_range"):
+        assert FIELDS["model_properties"][field][0]["enum"] == [*labels, None]
 
 
 def test_training_time_ranges():

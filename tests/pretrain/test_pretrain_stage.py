@@ -51,9 +51,17 @@ def test_trains_checkpoints_and_records(trained):
     t, c = s["training"], s["compute"]
     assert t["steps"] == 6 and t["tokens_seen"] == 6 * 4 * 64 and t["device_count"] == 1 and t["device_type"] == "cpu"
     assert t["device_hours"] > 0 and t["wall_time_s"] > 0
-    assert c["flops_analytic"] == c["flops_per_token"] * t["tokens_seen"]
-    assert c["flops_per_token"] == 6 * s["model"]["active_matmul_params"] + c["flops_per_token_attention"]
-    assert 0 < c["mfu"] < 1 and c["flops_hardware"] > 0 and c["agreement"] > 0
+    a, b, hw = c["architecture"], c["counted"], c["hardware"]
+    assert a["flops"] == a["flops_per_token"] * t["tokens_seen"]
+    assert a["flops_per_token"] == 6 * s["model"]["active_matmul_params"] + a["flops_per_token_attention"]
+    # (b) counted in the job's first step: the formula and the executed operations agree; the experts are seen
+    assert b["counted_step"] == 1 and b["flops"] == b["flops_per_step"] * 6 and b["recomputed_flops_per_step"] == 0
+    assert 0.9 < b["ratio_to_architecture"] < 1.1 and b["by_operation"]["_grouped_mm"] > 0
+    assert (out / "flop_count.json").exists()
+    # (c) devices x seconds x the CPU's theoretical peak bounds (a): utilisation below 100%
+    assert hw["flops"] == pytest.approx(hw["device_seconds"] * hw["peak_flops_per_device"])
+    assert a["flops"] < hw["flops"] and 0 < hw["implied_utilisation"] < 1
+    assert "FLOP/cycle" in hw["peak_source"] and "MHz" in hw["peak_source"]
     assert s["model"]["total_params"] > s["model"]["active_params"] > 0
 
 
@@ -142,6 +150,13 @@ def test_two_ranks_with_expert_parallel_match_one_process(tmp_path, data_run, ud
     assert "Loading the checkpoint from" in log and "seed" in log  # both ranks start from one seed checkpoint
     stats = json.loads((two_dir / "pretrain" / "manifest.json").read_text())["statistics"]
     assert stats["training"]["device_count"] == 2 and stats["training"]["tokens_seen"] == 4 * 8 * 64
+    # the operations counted on each rank add up to the one process's (same global batch, same model)
+    one = json.loads((one_dir / "pretrain" / "manifest.json").read_text())["statistics"]["compute"]["counted"]
+    two = stats["compute"]["counted"]
+    assert two["flops_per_step"] == one["flops_per_step"] and two["by_operation"] == one["by_operation"]
+    # two ranks share this machine's cores: each rank's peak is half the machine's
+    assert stats["compute"]["hardware"]["peak_flops_per_device"] * 2 == pytest.approx(
+        json.loads((one_dir / "pretrain" / "manifest.json").read_text())["statistics"]["compute"]["hardware"]["peak_flops_per_device"])
     a, b = losses(one_dir / "pretrain"), losses(two_dir / "pretrain")
     assert sorted(a) == sorted(b) == [1, 2, 3, 4]
     for step in a:
