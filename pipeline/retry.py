@@ -22,10 +22,16 @@ _TRANSIENT_NAMES = frozenset({"ReadTimeout", "ConnectTimeout", "ReadTimeoutError
                               "HfHubHTTPError"})
 
 
+_PERMANENT_TEXTS = ("OfflineModeIsEnabled", "offline mode", "Name or service not known", "nodename nor servname")
+
+
 def is_transient(e: BaseException) -> bool:
     """A failure that another try may not meet: time-outs, dropped connections, a lost worker. Not one that
-    will fail the same way every time, such as the Hub client's offline mode (HF_HUB_OFFLINE)."""
-    if "offline" in str(e).lower():
+    will fail the same way every time: the Hub client's offline mode (HF_HUB_OFFLINE), or a host name that does
+    not resolve at all (no network; "Temporary failure in name resolution" is transient). Libraries often say
+    which only in the message they wrap the cause in, hence the text checks."""
+    text = str(e)
+    if any(s in text for s in _PERMANENT_TEXTS):
         return False
     if isinstance(e, (TimeoutError, ConnectionError)):
         return True

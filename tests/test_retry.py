@@ -25,6 +25,8 @@ class HfHubHTTPError(HTTPError):
     (OSError(errno.ETIMEDOUT, "timed out"), True),
     (OSError(errno.ENOENT, "no such file"), False),
     (ConnectionError("Couldn't reach 'x' on the Hub (OfflineModeIsEnabled)"), False),
+    (ConnectionError("[Errno -2] Name or service not known"), False),
+    (ConnectionError("[Errno -3] Temporary failure in name resolution"), True),
     (HfHubHTTPError(503), True),
     (HfHubHTTPError(429), True),
     (HfHubHTTPError(404), False),
