@@ -17,6 +17,12 @@ from tests.test_ingest_stage import read_lang, udhr_docs
 def test_local_dataset_repo_streams_per_language_configs(tmp_path, udhr_dir, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
+    # the libraries read HF_HUB_OFFLINE once, at import: when an earlier test imported them, set it where they keep it
+    import datasets.config
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
     repo = tmp_path / "fineweb-like"
     for lang, flores in (("pl", "pol_Latn"), ("lt", "lit_Latn")):
         (repo / "data" / flores / "train").mkdir(parents=True)
