@@ -50,6 +50,9 @@ class DCPCheckpoint:
             raise CheckpointError(f"checkpoint {self.path}: unreadable .metadata ({type(e).__name__}: {e}); the file "
                                   "is damaged or was not written by torch.distributed.checkpoint") from None
         self._reader = _OnceReader(str(self.path), metadata)
+        self._files: dict[str, set[str]] = {}
+        for index, info in (metadata.storage_data or {}).items():
+            self._files.setdefault(index.fqn, set()).add(info.relative_path)
         entries = metadata.state_dict_metadata
         self.tensors: dict[str, tuple[tuple[int, ...], torch.dtype]] = {
             k: (tuple(v.size), v.properties.dtype) for k, v in entries.items() if isinstance(v, TensorStorageMetadata)}
@@ -69,6 +72,8 @@ class DCPCheckpoint:
         except (Exception, CheckpointException) as e:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
             lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
             cause = lines[-1].strip() if lines else type(e).__name__
-            raise CheckpointError(f"checkpoint {self.path}: tensor {key!r} cannot be read ({cause[:200]}); the files "
-                                  "are damaged or incomplete: copy the checkpoint again or export another step") from None
+            files = ", ".join(sorted(self._files.get(key, ()))) or "?"
+            raise CheckpointError(f"checkpoint {self.path}: tensor {key!r} cannot be read from {files} ({cause[:160]}); "
+                                  "the files are damaged or incomplete: copy the checkpoint again or export another step"
+                                  ) from None
         return buffer
