@@ -4,8 +4,10 @@ not by the model (europa-1t is ~3.8 TB in fp32; its biggest tensor, one layer's 
 
 Each tensor is loaded with the public `torch.distributed.checkpoint.load` (no process group) into a
 buffer of the dtype we will write, so DCP's own planner handles chunked/resharded saves (FSDP, EP) and its
-storage transforms; DCP copies each stored chunk into that buffer, casting on the way, which makes the
-peak one buffer plus one stored chunk. The metadata is read once (DCP's reader would re-read it for
+storage transforms; DCP copies each stored chunk into that buffer, casting on the way. Peak (measured in
+bench/export_memory_bench.py): the buffer plus the stored fp32 chunk for a one-process save (bf16 out:
+1.5x the fp32 tensor, fp32 out: 2x); for an N-rank save the buffer plus 2/N of the tensor (torch 2.13's
+reader holds the previous chunk while it loads the next). The metadata is read once (DCP's reader would re-read it for
 every `load`).
 """
 
