@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["HFConfigError", "hf_config", "generation_config"]
+__all__ = ["HF_LATENT_NORM_EPS", "HFConfigError", "generation_config", "hf_config", "known_differences"]
+
+HF_LATENT_NORM_EPS = 1e-6  # transformers 5.24 DeepseekV3Attention: DeepseekV3RMSNorm(q_lora_rank / kv_lora_rank)
 
 
 class HFConfigError(ValueError):
@@ -123,6 +125,20 @@ def hf_config(model_config, *, dtype: str, bos_token_id: int | None = None, eos_
     else:
         kwargs.update(first_k_dense_replace=len(layers))
     return DeepseekV3Config(**kwargs)
+
+
+def known_differences(model_config) -> list[str]:
+    """How the exported model computes differently from ours, for the model card (europa_export.json)."""
+    out = []
+    eps = {a.kv_norm.eps for a in (layer.attention for layer in model_config.layers)}
+    eps |= {a.q_norm.eps for a in (layer.attention for layer in model_config.layers) if a.q_lora_rank}
+    if eps != {HF_LATENT_NORM_EPS}:
+        out.append(f"MLA latent RMSNorm eps: ours {sorted(eps)}, transformers {HF_LATENT_NORM_EPS} (fixed in its code); "
+                   "logits differ by ~1e-4 to 5e-4 (measured); train with eps 1e-6 there to remove it")
+    if any(layer.moe is not None for layer in model_config.layers):
+        out.append("routed experts: torchtitan computes them in bf16 whatever the weights' dtype; transformers in "
+                   "the dtype the model is loaded in")
+    return out
 
 
 def generation_config(config):

@@ -6,7 +6,8 @@ lm-evaluation-harness read as any DeepSeek-V3 checkpoint):
     model.safetensors.index.json       every tensor -> its shard
     config.json, generation_config.json
     tokenizer.json, tokenizer_config.json[, tokenizer.model]   copied from the run's tokenizer folder
-    europa_export.json                 where it came from: checkpoint, flavor, dtype, library versions
+    europa_export.json                 where it came from (checkpoint, flavor, dtype, library versions) and how
+                                       the HF model computes differently from ours (for the model card)
     SHA256SUMS                         `sha256sum -c` format, every other file: what a publisher signs
 
 Streaming: tensors are read one at a time (dcp_reader.py) and written straight into shards whose layout is
@@ -29,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from europa_model.hf.config import generation_config, hf_config
+from europa_model.hf.config import generation_config, hf_config, known_differences
 from europa_model.hf.dcp_reader import CheckpointError, DCPCheckpoint
 from europa_model.hf.names import TRAINING_STATE_PREFIXES, ExportPlanError, HFTensor, adapter_for, plan
 from europa_model.hf.safetensors_writer import StreamingShard
@@ -177,7 +178,7 @@ def export_checkpoint(
         parameters = sum(_numel(t.shape) for t in tensors if t.parameter)
         info = {"checkpoint": str(ckpt.path.resolve()), "flavor": flavor, "vocab_size": model_config.vocab_size,
                 "dtype": _HF_DTYPE[out_dtype], "parameters": parameters, "tensors": len(tensors),
-                "versions": _versions()}
+                "known_differences": known_differences(model_config), "versions": _versions()}
         (work / "europa_export.json").write_text(json.dumps(info, indent=2) + "\n")
         for p in sorted(work.iterdir()):
             if p.name not in sha:

@@ -236,6 +236,9 @@ def test_config_comes_from_the_flavor(exported):
     assert cfg["rope_parameters"] == {"rope_type": "default", "rope_theta": f.rope_theta} and cfg["rope_interleave"]
     assert cfg["num_nextn_predict_layers"] == 0 and cfg["vocab_size"] == VOCAB
     assert (cfg["bos_token_id"], cfg["eos_token_id"], cfg["pad_token_id"]) == (1, 2, 3)
+    info = json.loads((exported["fp32"].out_dir / "europa_export.json").read_text())
+    assert info["flavor"] == "tiny" and info["parameters"] == exported["fp32"].parameters
+    assert any("latent RMSNorm eps" in d for d in info["known_differences"])
     gen = json.loads((exported["fp32"].out_dir / "generation_config.json").read_text())
     assert (gen["bos_token_id"], gen["eos_token_id"]) == (1, 2)
 
