@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -55,16 +56,9 @@ def largest_tensor_bytes(flavor: str, vocab_size: int | None = None) -> tuple[st
     from europa_model.hf.names import model_state_shapes
 
     shapes, _ = model_state_shapes(build_model_args(flavor, vocab_size))
-    sizes = {k: 4 * _numel(s) for k, s in shapes.items()}
+    sizes = {k: 4 * math.prod(s) for k, s in shapes.items()}
     name = max(sizes, key=sizes.get)
     return name, sizes[name], sum(sizes.values())
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def main() -> int:

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import re
 import shutil
 import tempfile
 import uuid
@@ -116,7 +118,7 @@ def _versions() -> dict[str, str]:
 def export_checkpoint(
     checkpoint_dir: str | Path,
     flavor: str,
-    vocab_size: int,
+    vocab_size: int | None,
     out_dir: str | Path,
     *,
     dtype: str = "bf16",
@@ -126,7 +128,8 @@ def export_checkpoint(
     progress: Callable[[int, int], None] | None = None,
 ) -> ExportResult:
     """Write the Hugging Face folder `out_dir` for the DCP checkpoint `checkpoint_dir` (a complete
-    `<run>/pretrain/checkpoints/step-N/`) of `flavor` trained with the tokenizer's `vocab_size`.
+    `<run>/pretrain/checkpoints/step-N/`) of `flavor` trained with the tokenizer's `vocab_size` (None: the
+    flavor's default).
 
     `dtype`: "bf16" (the published form; the routers stay fp32, as transformers keeps them) or "fp32"
     (exact). `tokenizer_dir`: the run's `tokenizer/` folder; without it the folder has no tokenizer and
@@ -175,8 +178,9 @@ def export_checkpoint(
             for name in TOKENIZER_FILES + TOKENIZER_OPTIONAL:
                 if (Path(tokenizer_dir) / name).is_file():
                     shutil.copyfile(Path(tokenizer_dir) / name, work / name)
-        parameters = sum(_numel(t.shape) for t in tensors if t.parameter)
-        info = {"checkpoint": str(ckpt.path.resolve()), "flavor": flavor, "vocab_size": model_config.vocab_size,
+        parameters = sum(math.prod(t.shape) for t in tensors if t.parameter)
+        step = re.fullmatch(r"step-(\d+)", ckpt.path.name)
+        info = {"checkpoint": str(ckpt.path.resolve()), "step": int(step.group(1)) if step else None, "flavor": flavor, "vocab_size": model_config.vocab_size,
                 "dtype": _HF_DTYPE[out_dtype], "parameters": parameters, "tensors": len(tensors),
                 "known_differences": known_differences(model_config), "versions": _versions()}
         (work / "europa_export.json").write_text(json.dumps(info, indent=2) + "\n")
@@ -190,13 +194,6 @@ def export_checkpoint(
         raise
     return ExportResult(out_dir=out_dir, shards=names, tensors=len(tensors), parameters=parameters,
                         total_bytes=total, sha256=sha)
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def _write_shards(ckpt: DCPCheckpoint, adapter, groups, names, work: Path, total: int, progress) -> dict[str, str]:

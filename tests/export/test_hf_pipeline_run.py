@@ -5,6 +5,7 @@ tokenizer -> shards -> pretrain, ~10 s here) when no other test has."""
 
 from __future__ import annotations
 
+import json
 import os
 import types
 
@@ -32,6 +33,7 @@ def test_pipeline_checkpoint_exports_and_scores_the_same(trained_run, tmp_path):
     assert vocab == 1000  # tests/runs.py: [tokenizer] vocab_size
     res = export_checkpoint(ck, "tiny", vocab, tmp_path / "hf", dtype="fp32", tokenizer_dir=run_dir / "tokenizer")
     assert res.tensors == 91
+    assert json.loads((res.out_dir / "europa_export.json").read_text())["step"] == 6
 
     hf, info = AutoModelForCausalLM.from_pretrained(res.out_dir, local_files_only=True, output_loading_info=True)
     assert not any(info.values()), info
