@@ -10,8 +10,9 @@ What transformers 5.24's `DeepseekV3ForCausalLM` can express, and what we refuse
   scaling would need their HF parameters mapped, so they are refused until someone does (and tests) that.
 - RMSNorm eps: HF reads `rms_norm_eps` for the layer norms and the final norm (torchtitan's default is 1e-5,
   HF's 1e-6: copying the default would be the known pitfall). HF builds the MLA latent norms
-  (`q_a_layernorm`, `kv_a_layernorm`) with eps 1e-6 regardless of the config; on latents of mean square
-  >= 1e-2 that changes their scale by < 5e-4 relative, measured in tests/export as a logit difference.
+  (`q_a_layernorm`, `kv_a_layernorm`) with eps 1e-6 regardless of the config, so our flavors build theirs
+  with 1e-6 too (europa_model/flavors.py); a model trained with another value is exported, and the
+  difference (~5e-4 in logits at 1e-5) is listed in europa_export.json and the model card.
 - biases: none in our layers; one would be a state-dict key without an HF name, refused by names.py.
 - multi-token prediction: HF's `num_nextn_predict_layers` defaults to 1; ours have none, so 0 is written.
 """
@@ -134,7 +135,7 @@ def known_differences(model_config) -> list[str]:
     eps |= {a.q_norm.eps for a in (layer.attention for layer in model_config.layers) if a.q_lora_rank}
     if eps != {HF_LATENT_NORM_EPS}:
         out.append(f"MLA latent RMSNorm eps: ours {sorted(eps)}, transformers {HF_LATENT_NORM_EPS} (fixed in its code); "
-                   "logits differ by ~1e-4 to 5e-4 (measured); train with eps 1e-6 there to remove it")
+                   "logits differ by ~1e-4 to 5e-4 (measured); europa_model/flavors.py trains with 1e-6 since code_version 2")
     if any(layer.moe is not None for layer in model_config.layers):
         out.append("routed experts: torchtitan computes them in bf16 whatever the weights' dtype; transformers in "
                    "the dtype the model is loaded in")

@@ -49,11 +49,6 @@ def test_pipeline_checkpoint_exports_and_scores_the_same(trained_run, tmp_path):
     with torch.no_grad():
         a = ours(ids, positions=pos, attention_masks=ours.get_attention_masks(positions=pos)).float()
         b = hf(input_ids=ids).logits.float()
-        for layer in hf.model.layers:
-            layer.self_attn.q_a_layernorm.variance_epsilon = layer.self_attn.kv_a_layernorm.variance_epsilon = 1e-5
-        c = hf(input_ids=ids).logits.float()
-    print(f"pipeline checkpoint: max |logit diff| {(a - b).abs().max():.2e} as loaded, "
-          f"{(a - c).abs().max():.2e} with the latent-norm eps aligned")
-    assert (a - c).abs().max() < 1e-5
-    assert (a - b).abs().max() < 1e-3
+    print(f"pipeline checkpoint: max |logit diff| {(a - b).abs().max():.2e} as loaded")
+    assert (a - b).abs().max() < 1e-5
     assert isinstance(generate(res.out_dir, "Alle Menschen", max_new_tokens=5), str)
