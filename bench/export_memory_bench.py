@@ -1,22 +1,21 @@
 #!/usr/bin/env python3
 """Peak memory of the Hugging Face export against the size of the largest checkpoint tensor.
 
-Why: europa-1t is ~3.8 TB in fp32; the export must stream (one tensor at a time), so its memory beyond the
-process baseline should stay near 1.5x the largest tensor for a bf16 export (the stored fp32 chunk plus
-its bf16 copy) and 2x for fp32 (DCP copies the stored chunk into the buffer), independent of model size.
+Why: europa-1t is ~3.8 TB in fp32; the export must stream (one tensor at a time), and the issue asks for a
+peak below 2x the largest tensor. The direct reader (europa_model/hf/dcp_reader.py) reads each stored
+chunk's raw bytes straight into the output buffer, so the expected memory beyond the process baseline is
+1x the largest fp32 tensor for an fp32 export and 0.5x (+ the 16 MB casting slab) for bf16, independent of
+model size and of how many chunks (ranks) the checkpoint was saved in. DCP's own load (the fallback for
+storage the direct reader does not recognise) is measured too, as the reference: it holds the buffer plus a
+stored chunk (one chunk: fp32 2x, bf16 1.5x).
 
 A made-up flavor of ~720 MB (small's width and routing shape, 3 layers, 128 experts, vocabulary 16,384;
 `small` itself is 8.6 GB in fp32, too much for a 2-core CI box) is saved as a real DCP checkpoint with
-random weights, once from one process (every tensor one stored chunk: the worst case) and once from 2 gloo
-ranks as FSDP saves (2 chunks per tensor). Each export runs in a fresh process (tests/export/hf_memory.py:
-baseline RSS after imports, kernel high-water mark reset, VmHWM after; malloc's mmap threshold fixed at
-4 MB so heap fragmentation does not blur the figure, see there).
-
-The arithmetic, confirmed tensor by tensor: one chunk = buffer + the fp32 chunk (bf16 1.5x, fp32 2x);
-2 chunks = half the buffer + 2 chunks, because DCP's reader keeps the previous chunk alive while reading
-the next (bf16 1.25x, fp32 1.5x). The export's fixed cost (~8 MB: the plan and its bookkeeping) is included
-in the figures. Also printed: what the rule predicts for small and europa-1t
-(single-chunk saves; an N-rank save needs the buffer + 2/N of the fp32 tensor).
+random weights, once from one process (every tensor one stored chunk) and once from 2 gloo ranks as FSDP
+saves (2 chunks per tensor). Each export runs in a fresh process (tests/export/hf_memory.py: baseline RSS
+after imports, kernel high-water mark reset, VmHWM after; malloc's mmap threshold fixed at 4 MB so heap
+fragmentation does not blur the figure, see there). The export's fixed cost (~8 MB: the plan and its
+bookkeeping) is included in the figures. Also printed: what the rule predicts for small and europa-1t.
 
     .venv/bin/python bench/export_memory_bench.py        (~60 s on 2 cores; figures in bench/results/)
 """
@@ -85,32 +84,42 @@ def main() -> int:
         print(f"bench flavor: {total / MB:,.0f} MB in fp32, largest tensor {name} {largest / MB:,.1f} MB "
               f"(checkpoints written in {save_s:.1f} s)")
         rows = []
-        runs = [("1 chunk", "bf16", 1.5), ("1 chunk", "fp32", 2.0), ("2 chunks", "bf16", 1.25), ("2 chunks", "fp32", 1.5)]
-        for layout, dtype, bound in runs:
-            out = Path(tmp) / f"hf-{dtype}-{layout.replace(' ', '')}"
-            r = export_peak(checkpoints[layout], out, dtype, FLAVOR, bench_flavor(), max_shard_bytes=200_000_000)
+        slab = 16 / (largest / MB)
+        runs = [("1 chunk", "bf16", "direct", 0.5 + slab), ("1 chunk", "fp32", "direct", 1.0),
+                ("2 chunks", "bf16", "direct", 0.5 + slab), ("2 chunks", "fp32", "direct", 1.0),
+                ("1 chunk", "fp32", "dcp", 2.0)]
+        for layout, dtype, reader, bound in runs:
+            out = Path(tmp) / f"hf-{dtype}-{layout.replace(' ', '')}-{reader}"
+            r = export_peak(checkpoints[layout], out, dtype, FLAVOR, bench_flavor(), max_shard_bytes=200_000_000,
+                            reader=reader)
             r["beyond_baseline"] = r["peak"] - r["baseline"]
             r["ratio_to_largest"] = r["beyond_baseline"] / largest
             r["expected_ratio"] = bound
             r["stored_chunks"] = layout
+            r["reader"] = reader
             rows.append(r)
-            print(f"{layout:8s} -> {dtype}: baseline {r['baseline'] / MB:,.0f} MB, peak {r['peak'] / MB:,.0f} MB, beyond "
-                  f"baseline {r['beyond_baseline'] / MB:,.0f} MB = {r['ratio_to_largest']:.2f}x the largest tensor "
-                  f"(tensor arithmetic: {bound}x); {r['seconds']:.1f} s, {total / MB / r['seconds']:,.0f} MB/s read, "
-                  f"{r['shards']} shards, {r['tensors']} tensors")
-    print("predicted peak beyond baseline for the real flavors (single-chunk saves; bf16 1.5x, fp32 2x):")
+            print(f"{layout:8s} -> {dtype} ({reader:6s}): baseline {r['baseline'] / MB:,.0f} MB, peak "
+                  f"{r['peak'] / MB:,.0f} MB, beyond baseline {r['beyond_baseline'] / MB:,.0f} MB = "
+                  f"{r['ratio_to_largest']:.2f}x the largest tensor (arithmetic: {bound:.2f}x); {r['seconds']:.1f} s, "
+                  f"{total / MB / r['seconds']:,.0f} MB/s, {r['shards']} shards, {r['tensors']} tensors")
+        direct = {(r["stored_chunks"], r["dtype"]): r for r in rows if r["reader"] == "direct"}
+        dcp = next(r for r in rows if r["reader"] == "dcp")
+        ratio = direct[("1 chunk", "fp32")]["beyond_baseline"] / dcp["beyond_baseline"]
+        print(f"direct reader vs DCP's load (1 chunk, fp32): {ratio:.2f}x the memory")
+    print("predicted peak beyond baseline for the real flavors (direct reader; bf16 0.5x + 16 MB, fp32 1x):")
     scale = {}
     for flavor in ("small", "europa-1t"):
         name, big, tot = largest_tensor_bytes(flavor)
         scale[flavor] = {"largest_tensor": name, "largest_bytes": big, "total_fp32_bytes": tot}
         print(f"  {flavor:9s}: {tot / 1e9:,.1f} GB in fp32; largest {name} {big / 1e9:,.2f} GB -> bf16 export "
-              f"~{1.5 * big / 1e9:,.1f} GB, fp32 export ~{2 * big / 1e9:,.1f} GB")
+              f"~{0.5 * big / 1e9:,.1f} GB, fp32 export ~{big / 1e9:,.1f} GB")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "export_memory.json").write_text(json.dumps(
         {"largest_tensor": name, "largest_bytes": largest, "total_fp32_bytes": total, "runs": rows, "flavors": scale},
         indent=2) + "\n")
-    # fails if the export holds more than the arithmetic says plus a fixed 10% of the largest tensor
-    return 0 if all(r["ratio_to_largest"] < r["expected_ratio"] + 0.35 for r in rows) else 1
+    # fails if the direct reader holds more than the arithmetic says plus 15% of the largest tensor, or 2x
+    ok = all(r["ratio_to_largest"] < min(r["expected_ratio"] + 0.15, 2.0) for r in rows if r["reader"] == "direct")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

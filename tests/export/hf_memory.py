@@ -31,10 +31,12 @@ def _status(field: str) -> int:
     raise RuntimeError(f"/proc/self/status has no {field}")
 
 
-def export_peak(checkpoint: Path, out: Path, dtype: str, flavor_name: str, flavor, max_shard_bytes: int) -> dict:
-    """{baseline, peak, seconds, total_bytes, shards, tensors} of exporting `checkpoint` in a fresh process."""
+def export_peak(checkpoint: Path, out: Path, dtype: str, flavor_name: str, flavor, max_shard_bytes: int,
+                reader: str = "direct") -> dict:
+    """{baseline, peak, seconds, total_bytes, shards, tensors, dtype} of exporting `checkpoint` in a fresh
+    process; `reader` "dcp" turns the direct reader off (DCP's own load for every tensor, the reference)."""
     job = {"checkpoint": str(checkpoint), "out": str(out), "dtype": dtype, "flavor_name": flavor_name,
-           "flavor": dataclasses.asdict(flavor), "max_shard_bytes": max_shard_bytes}
+           "flavor": dataclasses.asdict(flavor), "max_shard_bytes": max_shard_bytes, "reader": reader}
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "HF_HUB_OFFLINE": "1",
            "MALLOC_MMAP_THRESHOLD_": str(4 << 20)}
     proc = subprocess.run([sys.executable, "-m", "tests.export.hf_memory", json.dumps(job)], capture_output=True,
@@ -52,6 +54,10 @@ def _child(job: dict) -> None:
     from europa_model.hf import export_checkpoint
     from tests.export.hf_checkpoints import registered_flavor
 
+    if job["reader"] == "dcp":
+        from europa_model.hf.dcp_reader import DCPCheckpoint
+
+        DCPCheckpoint._read_direct = lambda self, key, shape, dtype: None
     with registered_flavor(job["flavor_name"], Flavor(**job["flavor"])):
         baseline = _status("VmRSS")
         Path("/proc/self/clear_refs").write_text("5")
@@ -61,7 +67,7 @@ def _child(job: dict) -> None:
         seconds = time.perf_counter() - t0
         peak = _status("VmHWM")
     print(json.dumps({"baseline": baseline, "peak": peak, "seconds": seconds, "total_bytes": res.total_bytes,
-                      "shards": len(res.shards), "tensors": res.tensors}))
+                      "shards": len(res.shards), "tensors": res.tensors, "dtype": job["dtype"]}))
 
 
 if __name__ == "__main__":
