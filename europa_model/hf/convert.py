@@ -12,7 +12,7 @@ lm-evaluation-harness read as any DeepSeek-V3 checkpoint):
 
 Streaming: tensors are read one at a time (dcp_reader.py) and written straight into shards whose layout is
 planned from the checkpoint metadata beforehand (names.py, safetensors_writer.py), so memory is one
-checkpoint tensor in the output dtype plus one stored chunk, whatever the model size. The folder appears
+checkpoint tensor in the output dtype (plus a 16 MB slab when casting), whatever the model size. The folder appears
 only when complete: everything is written into a hidden sibling folder that is renamed at the end.
 """
 
