@@ -126,6 +126,7 @@ def export_checkpoint(
     max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
     overwrite: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    extra_files: dict[str, str] | None = None,
 ) -> ExportResult:
     """Write the Hugging Face folder `out_dir` for the DCP checkpoint `checkpoint_dir` (a complete
     `<run>/pretrain/checkpoints/step-N/`) of `flavor` trained with the tokenizer's `vocab_size` (None: the
@@ -134,6 +135,7 @@ def export_checkpoint(
     `dtype`: "bf16" (the published form; the routers stay fp32, as transformers keeps them) or "fp32"
     (exact). `tokenizer_dir`: the run's `tokenizer/` folder; without it the folder has no tokenizer and
     config.json no BOS/EOS ids. `progress(bytes_written, total_bytes)` is called after each checkpoint tensor.
+    `extra_files`: name -> UTF-8 text written into the folder (and SHA256SUMS), e.g. the model card README.md.
     Raises ExportError (or its CheckpointError/ExportPlanError kin, all ValueError) with a one-line reason."""
     from europa_model.flavors import build_model_args
 
@@ -184,6 +186,10 @@ def export_checkpoint(
                 "dtype": _HF_DTYPE[out_dtype], "parameters": parameters, "tensors": len(tensors),
                 "known_differences": known_differences(model_config), "versions": _versions()}
         (work / "europa_export.json").write_text(json.dumps(info, indent=2) + "\n")
+        for name, text in (extra_files or {}).items():
+            if "/" in name or name in sha or (work / name).exists():
+                raise ExportError(f"extra file {name!r}: not a plain new file name of the export folder")
+            (work / name).write_text(text, encoding="utf-8")
         for p in sorted(work.iterdir()):
             if p.name not in sha:
                 sha[p.name] = _sha256(p)
