@@ -15,6 +15,8 @@ from europa_model import cpu_compat
 
 cpu_compat.apply()
 
+from types import SimpleNamespace  # noqa: E402
+
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
@@ -43,6 +45,13 @@ def build_sharded_model(flavor: str, vocab_size: int, device: str, *, expert_par
     parallelism = ParallelismConfig(data_parallel_shard_degree=world, expert_parallel_degree=expert_parallel,
                                     **({"spmd_backend": "partial_dtensor"} if multi_rank_cpu else {}))
     parallel_dims = ParallelDims.from_config(parallelism, world)
+    # torchtitan's Trainer sets this process-wide before building the model; the MoE token dispatcher reads it
+    from torchtitan.distributed import utils as dist_utils
+
+    dist_utils.set_spmd_backend(parallelism.spmd_backend)
+    # what the Trainer does too: the MoE token dispatchers learn the expert-parallel layout from it (an
+    # inference caller passes only `parallelism`; RoPE then keeps the flavor's max_seq_len, as in one process)
+    spec.model.update_from_config(config=SimpleNamespace(parallelism=parallelism))
     with torch.device("meta"):
         model = spec.model.build()
     model = spec.parallelize_fn(model, parallel_dims=parallel_dims,

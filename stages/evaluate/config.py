@@ -78,6 +78,16 @@ class EvalJobConfig(StrictModel):
     time_limit: str = Field("04:00:00", pattern=r"^(\d+-)?\d{1,2}:\d{2}:\d{2}$", description="slurm: time limit of one evaluation job.")
     poll_s: float = Field(60.0, gt=0, description="slurm: seconds between looks at a running evaluation job.")
 
+    @model_validator(mode="after")
+    def _experts_divide_ranks(self) -> EvalJobConfig:
+        if self.launcher == "torchrun" and self.processes_per_node % self.expert_parallel:
+            raise ValueError(f"expert_parallel {self.expert_parallel} must divide processes_per_node "
+                             f"{self.processes_per_node} (the experts are spread over the ranks)")
+        if self.launcher == "local" and (self.processes_per_node, self.expert_parallel) != (1, 1):
+            raise ValueError('launcher "local" evaluates in this one process; set launcher = "torchrun" (or "slurm") '
+                             "to use processes_per_node / expert_parallel")
+        return self
+
 
 class EvaluateConfig(StrictModel):
     sets: list[EvalSetConfig] = Field(default_factory=list, description="External sets besides the shards' validation split.")

@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run-dir", required=True, type=Path)
     ap.add_argument("--job-dir", required=True, type=Path)
     ap.add_argument("--checkpoint", required=True, type=Path)
+    ap.add_argument("--config", type=Path, default=None, help="the settings to use (default: the run's run.toml)")
     args = ap.parse_args(argv)
     rank = int(os.environ.get("RANK", "0"))
     try:
@@ -108,6 +109,7 @@ def _evaluate(args: argparse.Namespace, rank: int) -> int:
 
     from europa_model.checkpoints import Checkpoint, model_info
     from europa_model.sharded import build_sharded_model
+    from pipeline.config import load_config
     from pipeline.fsutil import atomic_write_text
     from pipeline.rundir import RunDir
     from pipeline.runconfig import load_run_config
@@ -116,7 +118,7 @@ def _evaluate(args: argparse.Namespace, rank: int) -> int:
     from stages.evaluate.texts import load_eval_texts
 
     run_dir = RunDir(args.run_dir)
-    config = load_run_config(run_dir)
+    config = load_config(args.config) if args.config else load_run_config(run_dir)
     settings = config.section("evaluate")
     pretrain = config.section("pretrain")
     ckpt = Checkpoint(int(args.checkpoint.name.removeprefix("step-")), args.checkpoint.resolve())

@@ -34,6 +34,7 @@ from stages.evaluate.distributed import FAILURES, RESULT
 
 ENTRY = "stages.evaluate.distributed"
 SUBMISSIONS = "submissions.jsonl"  # what this module submitted: job id, checkpoint id
+CONFIG = "config.toml"  # the resolved settings the job runs with
 
 
 class EvalJobFailed(EuropaError):
@@ -72,16 +73,27 @@ def _failure(folder: Path, what: str) -> EvalJobFailed:
 
 
 def _command(run_dir: Path, folder: Path, checkpoint: Path) -> list[str]:
-    return [ENTRY, "--run-dir", str(run_dir), "--job-dir", str(folder), "--checkpoint", str(checkpoint)]
+    return [ENTRY, "--run-dir", str(run_dir), "--job-dir", str(folder), "--checkpoint", str(checkpoint),
+            "--config", str(folder / CONFIG)]
 
 
-def run_torchrun(run_dir: Path, folder: Path, checkpoint: Path, ckpt_id: str, ranks: int) -> dict[str, Any]:
+def _write_config(folder: Path, config) -> None:
+    """The settings the job evaluates with: this process's, which may differ from run.toml's (--config)."""
+    from pipeline.config import dump_toml
+    from pipeline.fsutil import atomic_write_text
+    from pipeline.secrets import redact
+
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(folder / CONFIG, dump_toml(redact(config.to_dict())))
+
+
+def run_torchrun(config, run_dir: Path, folder: Path, checkpoint: Path, ckpt_id: str, ranks: int) -> dict[str, Any]:
     """Run the job on `ranks` local processes and return its metrics; EvalJobFailed when it fails."""
     import shutil
 
     shutil.rmtree(folder / FAILURES, ignore_errors=True)
     (folder / RESULT).unlink(missing_ok=True)
-    folder.mkdir(parents=True, exist_ok=True)
+    _write_config(folder, config)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}",
            "-m", *_command(run_dir, folder, checkpoint)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
@@ -122,6 +134,7 @@ def slurm_job(config, run_dir: Path, folder: Path, checkpoint: Path, ckpt_id: st
         import shutil
 
         shutil.rmtree(folder / FAILURES, ignore_errors=True)
+        _write_config(folder, config)
         job_id, script = launcher.submit_job(
             config, run_dir, folder, entry=_command(run_dir, folder, checkpoint), nodes=settings.nodes,
             time_limit=settings.time_limit, name=f"europa-eval-{checkpoint.name}",

@@ -142,7 +142,7 @@ class _Evaluator:
         if job.launcher == "local":
             metrics = self._in_process(ckpt, info)
         elif job.launcher == "torchrun":
-            metrics = run_torchrun(self.run_dir.path, folder, ckpt.path, ident, job.processes_per_node)
+            metrics = run_torchrun(self.config, self.run_dir.path, folder, ckpt.path, ident, job.processes_per_node)
         else:
             state = slurm_job(self.config, self.run_dir.path, folder, ckpt.path, ident, wait=wait, retry=retry)
             if not state.done:
