@@ -18,6 +18,7 @@ The standard error is lm-eval's (for a mean metric such as accuracy: the sample 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from dataclasses import dataclass, field
@@ -47,42 +48,55 @@ def go_offline() -> None:
     huggingface_hub.constants.HF_HUB_OFFLINE = True
 
 
+@functools.lru_cache(maxsize=8)
+def manager(include_path: str | None, defaults: bool):
+    """lm-eval's task index over the YAML files it may use (~14,700 with its own: seconds to build), once per
+    process and kind (the files do not change while it runs)."""
+    from lm_eval.tasks import TaskManager
+
+    return TaskManager(include_path=include_path, include_defaults=defaults)
+
+
 def run_tasks(hf_dir: Path, tasks: list[EvalTaskConfig], languages: list[str], *, device: str,
               batch_size: int) -> TaskResults:
     go_offline()
+    os.environ.setdefault("TQDM_DISABLE", "1")  # lm-eval's progress bars would flood the log
     logging.getLogger("lm_eval").setLevel(logging.WARNING)
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
-    from lm_eval.tasks import TaskManager
 
     out = TaskResults()
-    loaded: list[tuple[EvalTaskConfig, dict[str, Any]]] = []
+
+    loaded: list[tuple[EvalTaskConfig, dict[str, Any], Any]] = []
     for cfg in tasks:
-        manager = TaskManager(include_path=cfg.include_path) if cfg.include_path else TaskManager()
-        known = set(manager.all_tasks)
+        names = {lang: expand_template(cfg.task, lang) for lang in languages}
+        tm = manager(cfg.include_path, False) if cfg.include_path else None
+        if tm is None or not set(names.values()) <= set(tm.all_tasks):  # the project's own tasks need no index
+            tm = manager(cfg.include_path, True)
+        known = set(tm.all_tasks)
         by_lang: dict[str, Any] = {}
-        for lang in languages:
-            name = expand_template(cfg.task, lang)
+        for lang, name in names.items():
             if name not in known:
                 out.missing.setdefault(cfg.name, []).append(lang)
                 out.reasons.setdefault(cfg.name, {})[lang] = f"lm-eval has no task {name}"
                 continue
             spec: Any = {"task": name, "dataset_path": cfg.dataset_path} if cfg.dataset_path else name
             try:
-                by_lang[lang] = next(iter(manager.load(spec)["tasks"].values()))
+                by_lang[lang] = next(iter(tm.load(spec)["tasks"].values()))
             except Exception as e:  # noqa: BLE001 - a task whose data is absent is reported, not fatal
                 why = str(e).strip().splitlines()[-1][:200] if str(e).strip() else type(e).__name__
                 out.missing.setdefault(cfg.name, []).append(lang)
                 out.reasons.setdefault(cfg.name, {})[lang] = f"{name}: {why}"
-        loaded.append((cfg, by_lang))
-    if not any(by_lang for _, by_lang in loaded):
+        loaded.append((cfg, by_lang, tm))
+    if not any(by_lang for _, by_lang, _ in loaded):
         return out
     lm = HFLM(pretrained=str(hf_dir), device=device, dtype="float32", batch_size=batch_size, add_bos_token=True,
               trust_remote_code=False)
-    for cfg, by_lang in loaded:
+    for cfg, by_lang, tm in loaded:
         if not by_lang:
             continue
-        res = simple_evaluate(model=lm, tasks=list(by_lang.values()), num_fewshot=cfg.num_fewshot, limit=cfg.limit,
+        res = simple_evaluate(model=lm, tasks=list(by_lang.values()), task_manager=tm, num_fewshot=cfg.num_fewshot,
+                              limit=cfg.limit,
                               log_samples=False, bootstrap_iters=1000, random_seed=0, numpy_random_seed=0,
                               torch_random_seed=0, fewshot_random_seed=0)
         for lang, task in by_lang.items():
