@@ -59,8 +59,11 @@ def deployment_name(run_dir: RunDir) -> str:
     return f"evaluate-{run_dir.path.name}"
 
 
-def serve_schedule(run_dir: str, cron: str) -> None:
-    """Block, evaluating on the cron schedule, until interrupted."""
+def serve_schedule(run_dir: str, cron: str, *, api_url: str) -> None:
+    """Block, evaluating on the cron schedule against the Prefect server at `api_url`, until interrupted."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
     rd = RunDir(run_dir)
-    evaluate_new_checkpoints.serve(name=deployment_name(rd), cron=cron, parameters={"run_dir": str(rd.path)},
-                                   description=f"evaluate new checkpoints of {rd.path}")
+    with temporary_settings(updates={PREFECT_API_URL: api_url}):
+        evaluate_new_checkpoints.serve(name=deployment_name(rd), cron=cron, parameters={"run_dir": str(rd.path)},
+                                       description=f"evaluate new checkpoints of {rd.path}")

@@ -5,11 +5,13 @@ and chooses the true second half among it and the second halves of 3 other sente
 
 It exists because the standard tasks (belebele, Global-MMLU, XNLI, ...) come from the Hugging Face Hub, which is
 unreachable offline and in the tests: this one is built from FLORES-layout files ({flores}.devtest, one sentence
-per line) or from the run's own ingested text (each document's sentences), and runs through `europa evaluate`
-exactly like them (`[[evaluate.tasks]] include_path = <folder>, task = "europa_cloze_{lang}"`).
+per line), from the run's held-out validation documents, or from all its ingested text (training text: then it
+measures fit, not generalisation), and runs through `europa evaluate` exactly like them
+(`[[evaluate.tasks]] include_path = <folder>, task = "europa_cloze_{lang}"`, or `build = "validation"` and
+the evaluator builds it into <run>/eval/tasks/<name>/ itself).
 
-    python -m stages.evaluate.cloze --out DIR (--flores DIR [--pattern {flores}.devtest] | --run-dir R)
-        [--languages de,fr,...] [--max-examples 200] [--seed 0]
+    python -m stages.evaluate.cloze --out DIR (--flores DIR [--pattern {flores}.devtest] | --validation R |
+        --run-dir R) [--languages de,fr,...] [--max-examples 200] [--seed 0]
 
 writes DIR/<lang>.jsonl (context, choices, label) and DIR/europa_cloze_<lang>.yaml per language.
 """
@@ -120,6 +122,23 @@ def sentences_from_run(run_dir: Path, languages: list[str]) -> dict[str, list[st
     return out
 
 
+def sentences_from_validation(run_dir: Path, languages: list[str]) -> dict[str, list[str]]:
+    """The sentences of the shards stage's held-out documents (never trained on), decoded with the run's
+    tokenizer: a held-out task from the run's own text."""
+    import sentencepiece as spm
+
+    from stages.evaluate.texts import validation_texts
+
+    sp = spm.SentencePieceProcessor(model_file=str(Path(run_dir) / "tokenizer" / "tokenizer.model"))
+    by_lang, _ = validation_texts(Path(run_dir) / "shards", languages, sp, max_tokens=1 << 62)
+    out: dict[str, list[str]] = {}
+    for lang, texts in by_lang.items():
+        for doc in texts.docs:
+            text = sp.decode([int(t) for t in doc if t != sp.eos_id()])
+            out.setdefault(lang, []).extend(s for s in _SENTENCE_END.split(text) if s.strip())
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     from pipeline.languages import LANGUAGES
 
@@ -128,14 +147,20 @@ def main(argv: list[str] | None = None) -> int:
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--flores", type=Path, help="folder of one-sentence-per-line files (FLORES-200 layout)")
     src.add_argument("--run-dir", type=Path, help="a run whose ingest stage has run: its documents' sentences")
+    src.add_argument("--validation", type=Path, metavar="RUN_DIR",
+                     help="a run whose shards stage has run: the sentences of its held-out documents")
     ap.add_argument("--pattern", default="{flores}.devtest")
     ap.add_argument("--languages", default=",".join(LANGUAGES))
     ap.add_argument("--max-examples", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     langs = [x.strip() for x in args.languages.split(",") if x.strip()]
-    sentences = (sentences_from_flores(args.flores, args.pattern, langs) if args.flores
-                 else sentences_from_run(args.run_dir, langs))
+    if args.flores:
+        sentences = sentences_from_flores(args.flores, args.pattern, langs)
+    elif args.validation:
+        sentences = sentences_from_validation(args.validation, langs)
+    else:
+        sentences = sentences_from_run(args.run_dir, langs)
     counts = build(sentences, args.out, seed=args.seed, max_examples=args.max_examples)
     if not counts:
         print(f"no language had {N_CHOICES} sentences of {MIN_WORDS}+ words; nothing written", file=sys.stderr)

@@ -42,6 +42,9 @@ class EvalTaskConfig(StrictModel):
                       "xnli_{lang}, global_mmlu_{lang}. Languages whose task lm-eval does not know are listed as missing.")
     include_path: str | None = Field(None, description="Folder of extra lm-eval task YAML files (e.g. tasks the project builds: "
                                      "python -m stages.evaluate.cloze); relative to the config file.")
+    build: Literal["validation"] | None = Field(
+        None, description="validation: the evaluator builds the project's multiple-choice cloze task (task = "
+        "\"europa_cloze_{lang}\") from the shards' held-out documents into <run>/eval/tasks/<name>/ (no include_path needed).")
     dataset_path: str | None = Field(None, description="Local copy of the tasks' dataset (a folder `datasets.load_dataset` reads); "
                                      "replaces each task's dataset_path, since the Hugging Face Hub is not reachable offline.")
     metric: str = Field("acc", description="The lm-eval metric reported per language (acc, acc_norm, ...).")
@@ -61,6 +64,13 @@ class EvalTaskConfig(StrictModel):
         except (KeyError, IndexError, ValueError) as e:
             raise ValueError(f"task {v!r} uses an unknown placeholder ({e}); use {{lang}}, {{iso3}} or {{flores}}") from None
         return v
+
+    @model_validator(mode="after")
+    def _built_task_name(self) -> EvalTaskConfig:
+        if self.build and (self.task != "europa_cloze_{lang}" or self.include_path):
+            raise ValueError('build = "validation" builds the task europa_cloze_{lang} itself: set task = '
+                             '"europa_cloze_{lang}" and no include_path')
+        return self
 
 
 class EvalJobConfig(StrictModel):

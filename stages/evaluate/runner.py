@@ -121,6 +121,7 @@ class _Evaluator:
         self.settings: EvaluateConfig = config.section("evaluate")
         self.seq_len = self.settings.seq_len or config.section("pretrain").seq_len
         self._texts = None
+        self._built_tasks: dict[str, dict[str, int]] = {}  # task -> examples per language it was built for
         self.note = ""
 
     def texts(self):
@@ -181,13 +182,37 @@ class _Evaluator:
         from stages.evaluate.tasks import run_tasks
 
         device = resolve_device(self.settings.device)
+        tasks = [self._built(t) for t in self.settings.tasks]
         progress.note("evaluate", f"{ckpt.name}: downstream tasks {', '.join(names)} (lm-eval on the HF export)")
         with tempfile.TemporaryDirectory(prefix=f"europa-eval-{ckpt.name}-") as tmp:
             folder = export_checkpoint(ckpt.path, info["flavor"], info["vocab_size"], Path(tmp) / "hf", dtype="fp32",
                                        tokenizer_dir=self.run_dir.stage_dir("tokenizer")).out_dir
-            res = run_tasks(folder, self.settings.tasks, list(self.config.run.languages), device=device,
+            res = run_tasks(folder, tasks, list(self.config.run.languages), device=device,
                             batch_size=self.settings.batch_size)
+        for task in self.settings.tasks:
+            if task.build:  # why a built task lacks a language: its held-out text, not lm-eval
+                for lang in res.missing.get(task.name, []):
+                    if lang not in self._built_tasks.get(task.name, {}):
+                        res.reasons[task.name][lang] = ("too few held-out sentences (4 of 6+ words) to build "
+                                                        f"europa_cloze_{lang}")
         metrics["tasks"], metrics["tasks_missing"], metrics["task_reasons"] = res.results, res.missing, res.reasons
+
+    def _built(self, task):
+        """A task with `build = "validation"`: the cloze task from the held-out documents, built (once per
+        round, deterministically) into <run>/eval/tasks/<name>/ and used from there."""
+        if not task.build:
+            return task
+        from stages.evaluate import cloze
+
+        folder = self.store.root / "tasks" / task.name
+        if task.name not in self._built_tasks:
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
+            counts = cloze.build(cloze.sentences_from_validation(self.run_dir.path, list(self.config.run.languages)), folder)
+            self._built_tasks[task.name] = counts
+            progress.note("evaluate", f"task {task.name}: built from the held-out documents for {len(counts)} languages")
+        return task.model_copy(update={"include_path": str(folder)})
 
     def _note(self, ckpt: Checkpoint, metrics: dict[str, Any]) -> None:
         for set_name, langs in metrics["sets"].items():

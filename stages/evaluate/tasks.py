@@ -70,8 +70,9 @@ def run_tasks(hf_dir: Path, tasks: list[EvalTaskConfig], languages: list[str], *
     loaded: list[tuple[EvalTaskConfig, dict[str, Any], Any]] = []
     for cfg in tasks:
         names = {lang: expand_template(cfg.task, lang) for lang in languages}
+        # tasks of an include_path (the project's own) need no index of lm-eval's 14,700
         tm = manager(cfg.include_path, False) if cfg.include_path else None
-        if tm is None or not set(names.values()) <= set(tm.all_tasks):  # the project's own tasks need no index
+        if tm is None or not set(names.values()) & set(tm.all_tasks):
             tm = manager(cfg.include_path, True)
         known = set(tm.all_tasks)
         by_lang: dict[str, Any] = {}

@@ -238,3 +238,18 @@ def test_latest_never_falls_back_silently_past_a_damaged_published_checkpoint(ru
     assert main(["status", "--run-dir", str(run_dir), "--json"]) == 0
     pretrain = next(s for s in json.loads(capsys.readouterr().out) if s["stage"] == "pretrain")
     assert pretrain["state"] == "damaged" and "step-6/.metadata is missing" in pretrain["reason"]
+
+
+def test_eval_schedule_does_not_pretend_without_a_server(run, capsys):
+    """No server configured: refused with the one command that works; a configured server that does not
+    answer: refused naming it. (With a server, tests/evaluate's deployment test runs the schedule.)"""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    _, run_dir = run
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        assert main(["eval-schedule", "--run-dir", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "no Prefect server is configured" in err and f"europa eval-schedule --run-dir {run_dir} --start-server" in err
+    with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:9/api"}):
+        assert main(["eval-schedule", "--run-dir", str(run_dir)]) == 2
+    assert "http://127.0.0.1:9/api (PREFECT_API_URL) does not answer" in capsys.readouterr().err
