@@ -26,8 +26,9 @@ __all__ = ["build_sharded_model"]
 def build_sharded_model(flavor: str, vocab_size: int, device: str, *, expert_parallel: int = 1,
                         precision: str = "float32", dump_folder: str = ""):
     """The flavor's model, parallelized over the current process group (FSDP2 over all ranks, EP
-    `expert_parallel`), materialized on `device` with initialised buffers (RoPE caches) and unset weights:
-    load a checkpoint into it (torch.distributed.checkpoint reshards to this layout)."""
+    `expert_parallel`), its parameters stored and computed in `precision`, materialized on `device` with
+    initialised buffers (RoPE caches) and unset weights: load a checkpoint into it (torch.distributed.checkpoint
+    reshards to this layout and casts)."""
     from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig
     from torchtitan.distributed import ParallelDims
 
@@ -52,8 +53,14 @@ def build_sharded_model(flavor: str, vocab_size: int, device: str, *, expert_par
     # what the Trainer does too: the MoE token dispatchers learn the expert-parallel layout from it (an
     # inference caller passes only `parallelism`; RoPE then keeps the flavor's max_seq_len, as in one process)
     spec.model.update_from_config(config=SimpleNamespace(parallelism=parallelism))
-    with torch.device("meta"):
-        model = spec.model.build()
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[precision]
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)  # parameters stored in `precision`: bf16 halves what each rank holds
+    try:
+        with torch.device("meta"):
+            model = spec.model.build()
+    finally:
+        torch.set_default_dtype(previous)
     model = spec.parallelize_fn(model, parallel_dims=parallel_dims,
                                 training=TrainingConfig(mixed_precision_param=precision, seq_len=8),
                                 parallelism=parallelism, compile_config=CompileConfig(),

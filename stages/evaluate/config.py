@@ -84,7 +84,7 @@ class EvalJobConfig(StrictModel):
     processes_per_node: int = Field(1, ge=1, description="torchrun: ranks on this machine (slurm: [pretrain.slurm] gpus_per_node).")
     expert_parallel: int = Field(1, ge=1, description="Ranks the routed experts are spread over; must divide the ranks.")
     precision: Literal["float32", "bfloat16"] = Field(
-        "float32", description="Parameter dtype in the forward pass (FSDP mixed precision); float32 matches the one-process figures.")
+        "float32", description="Parameter dtype, stored and computed: bfloat16 halves the memory per rank; float32 gives the one-process figures.")
     time_limit: str = Field("04:00:00", pattern=r"^(\d+-)?\d{1,2}:\d{2}:\d{2}$", description="slurm: time limit of one evaluation job.")
     poll_s: float = Field(60.0, gt=0, description="slurm: seconds between looks at a running evaluation job.")
 
