@@ -132,7 +132,7 @@ def _checkpoint_and_model(args):
     from pipeline.runconfig import resolve
     from stages.checkpoints import find_checkpoint, run_checkpoints
 
-    rd, config = resolve(None, args.run_dir)
+    rd, config = resolve(None, args.run_dir, existing=True)
     ckpt = find_checkpoint(run_checkpoints(rd), args.checkpoint)
     info = model_info(ckpt)
     if info is None:
