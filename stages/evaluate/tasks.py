@@ -18,6 +18,7 @@ The standard error is lm-eval's (for a mean metric such as accuracy: the sample 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -38,14 +39,27 @@ class TaskResults:
     reasons: dict[str, dict[str, str]] = field(default_factory=dict)  # task -> lang -> why it is missing
 
 
-def go_offline() -> None:
-    """The Hub is not reachable: tell transformers, datasets and huggingface_hub before they try."""
-    os.environ.update(OFFLINE)
+@contextlib.contextmanager
+def offline():
+    """The Hub is not reachable: tell transformers, datasets and huggingface_hub before they try, for the
+    duration of the tasks only (the process may read from the Hub otherwise, e.g. an ingest source)."""
     import datasets.config
     import huggingface_hub.constants
 
-    datasets.config.HF_HUB_OFFLINE = True
-    huggingface_hub.constants.HF_HUB_OFFLINE = True
+    env = {**OFFLINE, "TQDM_DISABLE": "1"}  # and no progress bars: lm-eval's would flood the log
+    saved_env = {k: os.environ.get(k) for k in env}
+    saved = (datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE)
+    os.environ.update(env)
+    datasets.config.HF_HUB_OFFLINE = huggingface_hub.constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE = saved
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 @functools.lru_cache(maxsize=8)
@@ -59,8 +73,12 @@ def manager(include_path: str | None, defaults: bool):
 
 def run_tasks(hf_dir: Path, tasks: list[EvalTaskConfig], languages: list[str], *, device: str,
               batch_size: int) -> TaskResults:
-    go_offline()
-    os.environ.setdefault("TQDM_DISABLE", "1")  # lm-eval's progress bars would flood the log
+    with offline():
+        return _run_tasks(hf_dir, tasks, languages, device=device, batch_size=batch_size)
+
+
+def _run_tasks(hf_dir: Path, tasks: list[EvalTaskConfig], languages: list[str], *, device: str,
+               batch_size: int) -> TaskResults:
     logging.getLogger("lm_eval").setLevel(logging.WARNING)
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
