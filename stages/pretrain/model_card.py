@@ -119,7 +119,7 @@ def model_card(rd: RunDir, config: PipelineConfig, *, step: int, flavor: str, vo
         body += [f"| context length (trained) | {t.seq_len:,} |",
                  f"| training tokens | {t.tokens_seen:,} ({t.steps:,} steps of {t.global_batch_size} x {t.seq_len}) |",
                  f"| training hardware | {t.device_count} x {t.device_name} ({t.device_hours:,.2f} device-hours) |",
-                 f"| training compute | {pretrain.compute.flops_analytic:.3e} FLOPs |"]
+                 f"| training compute | {pretrain.compute.architecture.flops:.3e} FLOPs (6 x active parameters x tokens + attention) |"]
     else:
         body.append("| training | not published yet (`europa stage pretrain` publishes the record) |")
     body.append("")
