@@ -68,7 +68,8 @@ def products(rd: RunDir) -> list[str]:
     if manifest is None:
         return []
     ckpt = manifest.statistics.get("checkpoint", {}).get("path")
-    return [f"model: {rd.stage_dir(STAGE) / ckpt} (torchtitan DCP checkpoint; tokenizer in {rd.stage_dir('tokenizer')})"]
+    return [f"model: {rd.stage_dir(STAGE) / ckpt} (torchtitan DCP checkpoint; tokenizer in {rd.stage_dir('tokenizer')}); "
+            f"as a Hugging Face folder: europa export hf --run-dir {rd.path}"]
 
 
 def cmd_plan(args) -> int:
