@@ -50,6 +50,11 @@ Vocabulary. Every flavor takes the run's tokenizer size (`vocab_size`); defaults
 tokenizer), small and europa-1t 262,144. For tensor parallelism the vocabulary must divide by the TP
 degree (pad the tokenizer to a multiple of 128 for GPU efficiency).
 
+Normalization. RMSNorm eps 1e-5 (torchtitan's default) for the layer norms and the final norm, and 1e-6 for
+MLA's two latent norms (`q_norm`, `kv_norm`), DeepSeek-V3's own value: Hugging Face's `DeepseekV3Attention`
+builds those two with eps 1e-6 whatever config.json says, so only with this value does the exported model
+compute what we trained (logits within 1e-5 instead of ~5e-4 apart; europa_model/hf/config.py).
+
 Counting (`count_parameters`): the model is instantiated on the meta device and numel is summed.
 total counts every parameter once, input embedding and output projection included; buffers (RoPE cache,
 expert bias, token counters) are not parameters. active (per token) = total minus, in each MoE layer, the
@@ -83,9 +88,10 @@ from torchtitan.protocols.model_spec import ModelSpec  # noqa: E402
 
 from europa_model.parallelize import parallelize_europa  # noqa: E402
 
-__all__ = ["FLAVORS", "EUROPA_VOCAB_SIZE", "Flavor", "build_model_args", "count_parameters", "model_registry"]
+__all__ = ["FLAVORS", "EUROPA_VOCAB_SIZE", "LATENT_NORM_EPS", "Flavor", "build_model_args", "count_parameters", "model_registry"]
 
 EUROPA_VOCAB_SIZE = 262_144
+LATENT_NORM_EPS = 1e-6  # MLA q_norm / kv_norm: DeepSeek-V3's value, the one transformers hard-codes (see above)
 
 
 @dataclass(frozen=True)
@@ -209,6 +215,9 @@ def build_model_args(
         depth_experts_init=_depth_experts_init,
         rope=ComplexRoPE.Config(dim=f.qk_rope_head_dim, max_seq_len=f.max_seq_len, theta=f.rope_theta),
     )
+    for layer in layers:  # the builder takes no eps: set it on the latent norms' configs it made
+        layer.attention.q_norm.eps = LATENT_NORM_EPS
+        layer.attention.kv_norm.eps = LATENT_NORM_EPS
     return DeepSeekV3Model.Config(
         vocab_size=vocab_size,
         dim=f.dim,

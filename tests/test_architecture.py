@@ -122,8 +122,11 @@ def test_the_registrys_plug_ins_exist():
     from pipeline import registry
 
     refs = [r for p in registry._PARTS.values() for r in (p.stage, p.config, p.record, p.commands) if r]
-    refs += list(registry.ENGINES.values()) + list(registry.ORCHESTRATION_COMMANDS)
+    refs += list(registry.ENGINES.values()) + list(registry.ORCHESTRATION_COMMANDS) + list(registry.JOB_LAUNCHERS.values())
     missing = [r for r in refs if importlib.util.find_spec(r.partition(":")[0]) is None]
     assert missing == []
     for name in registry.STAGE_NAMES:
         assert registry.get_stage(name).name == name
+    for ref in registry.JOB_LAUNCHERS.values():
+        launcher = registry.load(ref)
+        assert all(callable(getattr(launcher, f, None)) for f in ("submit_job", "job_state", "is_finished")), ref

@@ -1,6 +1,7 @@
-"""The evaluate stage's command: `europa evaluate` (the run's new complete checkpoints, or one, now). It takes
-only the evaluation store's lock, never the run's: training holds that one for weeks. (The same on a schedule,
-`europa eval-schedule`, is a Prefect deployment: flows/commands.py.)"""
+"""The evaluate stage's command: `europa evaluate` (the run's new complete checkpoints, or one, now): in this
+process, or as a distributed job ([evaluate.job] launcher torchrun or slurm) that it starts and follows. It
+takes only the evaluation store's lock, never the run's: training holds that one for weeks. (The same on a
+schedule, `europa eval-schedule`, is a Prefect deployment: flows/commands.py.)"""
 
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ def cmd_evaluate(args) -> int:
     outcome = evaluate_run(rd, config, which=args.checkpoint)
     for s in outcome.skipped:
         print(f"europa: evaluate: skipped step-{s['step']}: {s['reason']}", file=sys.stderr)
+    for p in outcome.pending:
+        print(f"europa: evaluate: step-{p['step']}: {p['state']}", file=sys.stderr)
     print(f"europa: evaluate: {outcome.message}")
     if outcome.evaluated:
         print(f"europa: evaluate: report {rd.store_dir('eval') / 'report.md'}")

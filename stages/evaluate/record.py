@@ -1,5 +1,6 @@
 """The evaluate stage's record (manifest `statistics`): the figures of the latest evaluated checkpoint per
-language, which checkpoints were evaluated, and which languages regressed. Compliance reports the results."""
+language (bits per byte per set, downstream task accuracies, each with its standard error), which checkpoints
+were evaluated, and which languages regressed. Compliance and the model card (`europa export hf`) report it."""
 
 from __future__ import annotations
 
@@ -15,16 +16,28 @@ class SkippedCheckpoint(Record):
     reason: str
 
 
+class TaskSummary(Record):
+    name: str = Field(description="The [[evaluate.tasks]] name.")
+    metric: str = Field(description="The lm-eval metric reported (acc, acc_norm, ...).")
+    num_fewshot: int
+    lm_eval_tasks: dict[str, str] = Field(description="Per language, the lm-eval task that was run.")
+    missing: list[str] = Field(description="Languages lm-eval has no such task for (or whose task could not be loaded).")
+
+
 class EvaluateRecord(Record):
     latest_step: int
     checkpoints_evaluated: list[int]
     eval_sets: list[str] = Field(description="val (the shards' held-out documents) and the configured [[evaluate.sets]].")
     per_language: dict[str, dict[str, float]] = Field(
-        description="Per language: <set>_bits_per_byte, <set>_loss, <set>_token_accuracy for every set "
-        "(val_* for the held-out split) at the latest step.")
+        description="Per language at the latest step: for every set <set>_bits_per_byte, <set>_bits_per_byte_stderr, "
+        "<set>_loss, <set>_token_accuracy, <set>_tokens, <set>_documents (val_* for the held-out split); for every "
+        "task <task>_<metric>, <task>_<metric>_stderr and <task>_examples.")
+    tasks: list[TaskSummary] = Field(description="The downstream tasks (lm-evaluation-harness on the export) at the latest step.")
     missing: dict[str, list[str]] = Field(description="Per set, the languages it has no text for.")
     sources: dict[str, dict[str, str]] = Field(description="Per set and language, the file or folder scored.")
-    flagged: list[str] = Field(description="Languages whose bits per byte worsened beyond regression_threshold.")
+    flagged: list[str] = Field(description="Languages with a regression: bits per byte (or a task's accuracy) worse "
+                               "beyond regression_threshold and regression_sigma standard errors of the change.")
     regression_threshold: float
+    regression_sigma: float
     method: str
     skipped: list[SkippedCheckpoint] = Field(description="Damaged checkpoints that could not be evaluated.")

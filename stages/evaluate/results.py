@@ -1,11 +1,23 @@
 """<run>/eval/: the evaluation results of a run, kept across checkpoints and across the processes that add to them.
 
-    eval/step-<N>/metrics.json   one checkpoint's figures (written whole, then renamed into place)
-    eval/history.parquet         every (step, set, language) row, rebuilt from the metrics files
-    eval/report.md               the latest checkpoint's table, the change since the previous one, the flags
-    eval/bpb_latest.png          bits per byte per language at the latest checkpoint
-    eval/bpb_over_steps.png      bits per byte over steps, one line per language
+    eval/step-<N>/metrics.json   one checkpoint's figures (written whole, then renamed into place): per set and
+                                 language bits per byte with its standard error, tokens, documents; per task and
+                                 language the accuracy with its standard error; per document the bits and bytes
+                                 (what the paired standard error of a change between checkpoints needs)
+    eval/history.parquet         every (step, set or task, language) row, rebuilt from the metrics files
+    eval/report.md               the latest checkpoint's tables, the change since the previous one, the flags
+    eval/bpb_latest.png          bits per byte per language at the latest checkpoint (+- 2 standard errors)
+    eval/bpb_over_steps.png      bits per byte over steps, one small panel per language
+    eval/tasks_latest.png, tasks_over_steps.png   the same for the downstream tasks' accuracies
+    eval/jobs/step-<N>/          a distributed evaluation job's folder (job.py)
     eval/.lock                   held while a process adds results (RunDir.store_lock)
+
+Noise: a language's bits per byte is a ratio over documents (total NLL / total bytes); its standard error is
+the ratio estimator's over documents (scoring.ratio_stderr). Every checkpoint scores the same documents, so the
+change between two checkpoints has a *paired* standard error (per-document differences), much smaller than
+the two errors combined; a regression is flagged only when the change exceeds `regression_threshold` AND
+`regression_sigma` of those standard errors. Task accuracies come with lm-eval's standard error (per example);
+their changes use the two errors combined (lm-eval's per-example results are not kept).
 It is not a stage folder but a results store of the run directory (RunDir.store_dir("eval")): training can take
 weeks and the scheduled evaluation adds to it while the pretrain stage has not been published yet, so it is
 appended to (under its own lock, never the run's), not swapped in whole. The evaluate stage publishes a
@@ -15,9 +27,12 @@ manifest about it in <run>/evaluate/.
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from pipeline.fsutil import atomic_dir, atomic_write_text
 
@@ -49,36 +64,112 @@ class EvalStore:
         return final / METRICS
 
 
+# --- one checkpoint's figures --------------------------------------------------------------------------------
+
+def checkpoint_metrics(ckpt, info: dict, sets, scores, *, seq_len: int, job: dict) -> dict[str, Any]:
+    """The metrics.json of one checkpoint from its scores {(set, lang): Score} over `sets` (texts.load_eval_texts);
+    the same for the in-process and the distributed evaluation."""
+    from pipeline.rundir import utc_now
+    from stages.checkpoints import checkpoint_id
+
+    out: dict[str, Any] = {"step": ckpt.step, "checkpoint": str(ckpt.path), "checkpoint_id": checkpoint_id(ckpt),
+                           "flavor": info["flavor"], "seq_len": seq_len, "evaluated_at": utc_now(), "job": job,
+                           "sets": {}, "missing": {}, "sources": {}, "documents": {}}
+    for set_name, (by_lang, missing) in sets.items():
+        out["sets"][set_name], out["documents"][set_name] = {}, {}
+        out["missing"][set_name] = missing
+        for lang, t in by_lang.items():
+            sc = scores[(set_name, lang)]
+            out["sets"][set_name][lang] = sc.figures()
+            out["sources"].setdefault(set_name, {})[lang] = t.source
+            out["documents"][set_name][lang] = {"bits": [round(float(v) / math.log(2), 6) for v in sc.doc_nll],
+                                                "bytes": [int(b) for b in sc.doc_bytes]}
+    return out
+
+
 # --- history, changes, flags ---------------------------------------------------------------------------------
 
 def history_rows(all_metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for m in all_metrics:
+        common = {"step": m["step"], "evaluated_at": m["evaluated_at"], "checkpoint_id": m["checkpoint_id"]}
         for set_name, langs in m["sets"].items():
             for lang, f in sorted(langs.items()):
-                rows.append({"step": m["step"], "set": set_name, "lang": lang, "loss": f["loss"],
-                             "bits_per_byte": f["bits_per_byte"], "token_accuracy": f["token_accuracy"],
-                             "tokens": f["tokens"], "bytes": f["bytes"], "evaluated_at": m["evaluated_at"],
-                             "checkpoint_id": m["checkpoint_id"]})
+                rows.append({**common, "kind": "bits_per_byte", "set": set_name, "lang": lang, "loss": f["loss"],
+                             "bits_per_byte": f["bits_per_byte"], "bits_per_byte_stderr": f.get("bits_per_byte_stderr"),
+                             "token_accuracy": f["token_accuracy"], "tokens": f["tokens"], "bytes": f["bytes"],
+                             "documents": f.get("documents"), "metric": None, "value": None, "value_stderr": None,
+                             "examples": None})
+        for task, langs in m.get("tasks", {}).items():
+            for lang, f in sorted(langs.items()):
+                rows.append({**common, "kind": "task", "set": task, "lang": lang, "loss": None, "bits_per_byte": None,
+                             "bits_per_byte_stderr": None, "token_accuracy": None, "tokens": None, "bytes": None,
+                             "documents": None, "metric": f["metric"], "value": f["value"],
+                             "value_stderr": f.get("stderr"), "examples": f["examples"]})
     return rows
 
 
-def changes(all_metrics: list[dict[str, Any]], threshold: float) -> list[dict[str, Any]]:
-    """Per (set, language) of the latest checkpoint: bits per byte now, at the previous checkpoint, the relative
-    change, and whether it worsened by more than `threshold` (a regression flag)."""
+def _paired_stderr(now: dict | None, before: dict | None) -> float | None:
+    """Standard error of the change in bits per byte between two checkpoints scored on the same documents."""
+    if not now or not before or len(now["bits"]) != len(before["bits"]) or now["bytes"] != before["bytes"]:
+        return None
+    from stages.evaluate.scoring import ratio_stderr
+
+    return ratio_stderr(np.asarray(now["bits"]) - np.asarray(before["bits"]), np.asarray(now["bytes"]))
+
+
+def _combined(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else math.hypot(a, b)
+
+
+def _flag(worse: float | None, rel: float | None, stderr: float | None, threshold: float, sigma: float) -> bool:
+    """Worse by more than the threshold (relative) and by more than `sigma` standard errors of the change
+    (unknown noise, e.g. a single document: the threshold alone decides)."""
+    if rel is None or rel <= threshold:
+        return False
+    return stderr is None or sigma == 0 or worse > sigma * stderr
+
+
+def changes(all_metrics: list[dict[str, Any]], threshold: float, sigma: float = 2.0) -> list[dict[str, Any]]:
+    """Per (set or task, language) of the latest checkpoint: the figure now and at the previous checkpoint, the
+    relative change, its standard error, and whether it is a regression (worse beyond threshold and noise).
+    Bits per byte rows have kind "bits_per_byte" (worse = higher), task rows kind "task" (worse = lower)."""
     if not all_metrics:
         return []
     latest, previous = all_metrics[-1], (all_metrics[-2] if len(all_metrics) > 1 else None)
+    prev = previous or {}
     out = []
     for set_name, langs in latest["sets"].items():
         for lang, f in sorted(langs.items()):
-            before = (previous or {}).get("sets", {}).get(set_name, {}).get(lang)
-            rel = None if before is None else (f["bits_per_byte"] - before["bits_per_byte"]) / before["bits_per_byte"]
-            out.append({"set": set_name, "lang": lang, "bits_per_byte": f["bits_per_byte"], "loss": f["loss"],
-                        "token_accuracy": f["token_accuracy"],
-                        "previous_step": previous["step"] if previous else None,
+            before = prev.get("sets", {}).get(set_name, {}).get(lang)
+            delta = None if before is None else f["bits_per_byte"] - before["bits_per_byte"]
+            rel = None if before is None else delta / before["bits_per_byte"]
+            se = None
+            if before is not None:
+                se = _paired_stderr(latest.get("documents", {}).get(set_name, {}).get(lang),
+                                    prev.get("documents", {}).get(set_name, {}).get(lang))
+                if se is None:
+                    se = _combined(f.get("bits_per_byte_stderr"), before.get("bits_per_byte_stderr"))
+            out.append({"kind": "bits_per_byte", "set": set_name, "lang": lang, "value": f["bits_per_byte"],
+                        "stderr": f.get("bits_per_byte_stderr"), "bits_per_byte": f["bits_per_byte"],
+                        "loss": f["loss"], "token_accuracy": f["token_accuracy"], "tokens": f["tokens"],
+                        "documents": f.get("documents"), "previous_step": previous["step"] if previous else None,
+                        "previous_value": None if before is None else before["bits_per_byte"],
                         "previous_bits_per_byte": None if before is None else before["bits_per_byte"],
-                        "relative_change": rel, "flagged": rel is not None and rel > threshold})
+                        "change": delta, "relative_change": rel, "change_stderr": se,
+                        "flagged": _flag(delta, rel, se, threshold, sigma)})
+    for task, langs in latest.get("tasks", {}).items():
+        for lang, f in sorted(langs.items()):
+            before = prev.get("tasks", {}).get(task, {}).get(lang)
+            delta = None if before is None else f["value"] - before["value"]
+            rel = None if before is None or not before["value"] else -delta / before["value"]
+            se = None if before is None else _combined(f.get("stderr"), before.get("stderr"))
+            out.append({"kind": "task", "set": task, "lang": lang, "value": f["value"], "stderr": f.get("stderr"),
+                        "metric": f["metric"], "examples": f["examples"],
+                        "previous_step": previous["step"] if previous else None,
+                        "previous_value": None if before is None else before["value"],
+                        "change": delta, "relative_change": None if rel is None else -rel, "change_stderr": se,
+                        "flagged": _flag(None if delta is None else -delta, rel, se, threshold, sigma)})
     return out
 
 
@@ -93,71 +184,62 @@ def write_history(root: Path, all_metrics: list[dict[str, Any]]) -> Path:
     return path
 
 
-def report_markdown(all_metrics: list[dict[str, Any]], rows: list[dict[str, Any]], threshold: float) -> str:
+def _pm(value: float, stderr: float | None, digits: int = 4) -> str:
+    return f"{value:.{digits}f}" + ("" if stderr is None else f" ± {stderr:.{digits}f}")
+
+
+def _change(r: dict[str, Any]) -> str:
+    if r["relative_change"] is None:
+        return "-"
+    noise = "" if r["change_stderr"] is None or not r["change_stderr"] else f" ({r['change'] / r['change_stderr']:+.1f} SE)"
+    return f"{r['relative_change']:+.2%}{noise}"
+
+
+def report_markdown(all_metrics: list[dict[str, Any]], rows: list[dict[str, Any]], threshold: float,
+                    sigma: float = 2.0) -> str:
     latest = all_metrics[-1]
     prev = rows[0]["previous_step"] if rows else None
     flagged = [r for r in rows if r["flagged"]]
+    job = latest.get("job") or {}
+    how = "in one process" if job.get("ranks", 1) == 1 and job.get("launcher", "local") == "local" else (
+        f"as a {job.get('launcher')} job on {job.get('ranks')} ranks (FSDP2, expert parallel {job.get('expert_parallel')})")
     lines = [f"# Evaluation: step {latest['step']}", "",
-             f"Checkpoint `{latest['checkpoint']}` ({latest['flavor']}), evaluated {latest['evaluated_at']}; "
+             f"Checkpoint `{latest['checkpoint']}` ({latest['flavor']}), evaluated {latest['evaluated_at']} {how}; "
              f"{len(all_metrics)} checkpoint(s) evaluated so far: {', '.join(str(m['step']) for m in all_metrics)}.",
-             "Bits per byte = total negative log-likelihood / (UTF-8 bytes x ln 2); lower is better.", ""]
+             "Bits per byte = total negative log-likelihood / (UTF-8 bytes x ln 2); lower is better. ± is one standard "
+             "error over documents (the text sample's noise); a change is shown in its own standard errors (SE), paired "
+             "over the same documents.", ""]
+    rule = f"worse by more than {threshold:.1%}" + (f" and more than {sigma:g} standard errors of the change" if sigma else "")
     if flagged:
-        lines += [f"**Regressions** (bits per byte worse by more than {threshold:.1%} since step {prev}): "
+        lines += [f"**Regressions** ({rule} since step {prev}): "
                   + ", ".join(f"{r['lang']} ({r['set']}, {r['relative_change']:+.1%})" for r in flagged), ""]
     elif prev is not None:
-        lines += [f"No language worsened by more than {threshold:.1%} since step {prev}.", ""]
-    lines += ["| set | language | bits/byte | change since previous | loss | token accuracy | flag |", "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        change = "-" if r["relative_change"] is None else f"{r['relative_change']:+.2%}"
-        lines.append(f"| {r['set']} | {r['lang']} | {r['bits_per_byte']:.4f} | {change} | {r['loss']:.4f} | "
-                     f"{r['token_accuracy']:.3f} | {'REGRESSION' if r['flagged'] else ''} |")
-    missing = {k: v for k, v in latest.get("missing", {}).items() if v}
+        lines += [f"No regression ({rule}) since step {prev}.", ""]
+    bpb = [r for r in rows if r["kind"] == "bits_per_byte"]
+    if bpb:
+        lines += ["| set | language | documents | tokens | bits/byte | change since previous | loss | token accuracy | flag |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for r in bpb:
+            lines.append(f"| {r['set']} | {r['lang']} | {r['documents'] if r['documents'] is not None else '-'} | "
+                         f"{r['tokens']:,} | {_pm(r['bits_per_byte'], r['stderr'])} | {_change(r)} | {r['loss']:.4f} | "
+                         f"{r['token_accuracy']:.3f} | {'REGRESSION' if r['flagged'] else ''} |")
+    tasks = [r for r in rows if r["kind"] == "task"]
+    if tasks:
+        lines += ["", "Downstream tasks (lm-evaluation-harness on the Hugging Face export; ± is lm-eval's standard error):", "",
+                  "| task | language | examples | metric | value | change since previous | flag |", "|---|---|---|---|---|---|---|"]
+        for r in tasks:
+            lines.append(f"| {r['set']} | {r['lang']} | {r['examples']:,} | {r['metric']} | {_pm(r['value'], r['stderr'])} | "
+                         f"{_change(r)} | {'REGRESSION' if r['flagged'] else ''} |")
+    missing = {k: v for k, v in {**latest.get("missing", {}), **latest.get("tasks_missing", {})}.items() if v}
     if missing:
-        lines += ["", "Languages without evaluation text: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in missing.items())]
+        lines += ["", "Languages without evaluation text or task: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in missing.items())]
     return "\n".join(lines) + "\n"
 
 
-def write_report(root: Path, all_metrics: list[dict[str, Any]], threshold: float) -> list[dict[str, Any]]:
-    rows = changes(all_metrics, threshold)
-    atomic_write_text(root / "report.md", report_markdown(all_metrics, rows, threshold))
-    _plots(root, all_metrics)
+def write_report(root: Path, all_metrics: list[dict[str, Any]], threshold: float, sigma: float = 2.0) -> list[dict[str, Any]]:
+    rows = changes(all_metrics, threshold, sigma)
+    atomic_write_text(root / "report.md", report_markdown(all_metrics, rows, threshold, sigma))
+    from stages.evaluate.plots import write_plots
+
+    write_plots(root, all_metrics)
     return rows
-
-
-def _plots(root: Path, all_metrics: list[dict[str, Any]]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    latest = all_metrics[-1]
-    sets = list(latest["sets"])
-    fig, axes = plt.subplots(len(sets), 1, figsize=(11, 3.2 * len(sets)), squeeze=False)
-    for ax, set_name in zip(axes[:, 0], sets):
-        langs = sorted(latest["sets"][set_name])
-        ax.bar(langs, [latest["sets"][set_name][lg]["bits_per_byte"] for lg in langs], color="#3b6ea8")
-        ax.set_title(f"bits per byte at step {latest['step']} ({set_name})", fontsize=10)
-        ax.tick_params(axis="x", labelsize=8)
-    fig.tight_layout()
-    _save(fig, root / "bpb_latest.png")
-
-    fig, axes = plt.subplots(len(sets), 1, figsize=(11, 3.6 * len(sets)), squeeze=False)
-    for ax, set_name in zip(axes[:, 0], sets):
-        langs = sorted({lg for m in all_metrics for lg in m["sets"].get(set_name, {})})
-        for lg in langs:
-            pts = [(m["step"], m["sets"][set_name][lg]["bits_per_byte"]) for m in all_metrics if lg in m["sets"].get(set_name, {})]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, linewidth=1, label=lg)
-        ax.set_title(f"bits per byte over steps ({set_name})", fontsize=10)
-        ax.set_xlabel("step")
-        ax.legend(ncol=8, fontsize=7, loc="upper right")
-    fig.tight_layout()
-    _save(fig, root / "bpb_over_steps.png")
-
-
-def _save(fig, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}.png")
-    fig.savefig(tmp, dpi=100, metadata={"Software": None})
-    plt.close(fig)
-    os.replace(tmp, path)

@@ -10,74 +10,66 @@ and skipped by the scheduler, and is an error when asked for explicitly.
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from europa_model.checkpoints import JOB_INFO, Checkpoint, complete_checkpoints, incomplete_checkpoints, model_info
+from europa_model.checkpoints import JOB_INFO, Checkpoint, incomplete_checkpoints, model_info
 from europa_model.devices import resolve_device
 from pipeline import progress
 from pipeline.config import PipelineConfig
-from pipeline.errors import UsageError
-from pipeline.fsutil import sha256_file
-from pipeline.rundir import RunDir, utc_now
+from pipeline.rundir import RunDir
+from stages.checkpoints import TRAINING, NoSuchCheckpoint, checkpoint_id, find_checkpoint, run_checkpoints
 from stages.evaluate.config import EvaluateConfig
-from stages.evaluate.results import EvalStore, write_history, write_report
-from stages.evaluate.scoring import CheckpointError, Score, load_model, score
-from stages.evaluate.texts import external_texts, validation_texts
+from stages.evaluate.job import EvalJobFailed, job_dir, run_torchrun, slurm_job
+from stages.evaluate.results import EvalStore, checkpoint_metrics, write_history, write_report
+from stages.evaluate.scoring import CheckpointError, load_model, score
 
 STORE = "eval"  # the run's results store (RunDir.store_dir)
-TRAINING = "pretrain"  # the stage whose checkpoints are evaluated
 
+NothingToEvaluate = NoSuchCheckpoint  # an explicit request for a checkpoint that does not exist (yet)
 
-class NothingToEvaluate(UsageError):
-    """An explicit request for a checkpoint that does not exist (yet)."""
-
-
-def run_checkpoints(run_dir: RunDir) -> list[Checkpoint]:
-    """Every complete checkpoint of the run: the published stage's and those of a job still training.
-
-    Steps present in both (cannot happen with one fingerprint, but can after a settings change) resolve to
-    the live job, which is what training is writing now."""
-    by_step = {c.step: c for c in complete_checkpoints(run_dir.stage_dir(TRAINING))}
-    live = run_dir.live_attempt(TRAINING)
-    if live is not None and live.job_dir is not None:
-        by_step.update({c.step: c for c in complete_checkpoints(live.job_dir)})
-    return [by_step[s] for s in sorted(by_step)]
+__all__ = ["EvalOutcome", "NothingToEvaluate", "evaluate_run", "run_checkpoints"]
 
 
 @dataclass
 class EvalOutcome:
     evaluated: list[int] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
+    pending: list[dict[str, Any]] = field(default_factory=list)  # distributed jobs still running (not waited for)
     flagged: list[dict[str, Any]] = field(default_factory=list)
     message: str = ""
     report: str | None = None
 
 
-def checkpoint_id(ckpt: Checkpoint) -> str:
-    return sha256_file(ckpt.path / ".metadata")
+def wanted(settings: EvaluateConfig) -> dict[str, list[str]]:
+    """What a checkpoint's metrics must cover (a configuration that adds a set or task re-evaluates)."""
+    return {"sets": (["val"] if settings.validation_split else []) + [s.name for s in settings.sets],
+            "tasks": [t.name for t in settings.tasks]}
 
 
-def select(checkpoints: list[Checkpoint], store: EvalStore, which: str | None) -> list[Checkpoint]:
+def _covers(metrics: dict[str, Any] | None, ckpt: Checkpoint, settings: EvaluateConfig) -> bool:
+    if not metrics or metrics.get("checkpoint_id") != checkpoint_id(ckpt):
+        return False
+    covered = metrics.get("evaluated_with", {"sets": list(metrics.get("sets", {})), "tasks": []})
+    return all(set(v) <= set(covered.get(k, [])) for k, v in wanted(settings).items())
+
+
+def select(checkpoints: list[Checkpoint], store: EvalStore, which: str | None, settings: EvaluateConfig) -> list[Checkpoint]:
     if which is None:
-        return [c for c in checkpoints if (store.read(c.step) or {}).get("checkpoint_id") != checkpoint_id(c)]
-    if not checkpoints:
-        raise NothingToEvaluate("no complete checkpoint yet; the pretrain stage writes them (europa stage pretrain)")
-    if which == "latest":
-        return [checkpoints[-1]]  # (a damaged newer one was refused by latest_is_damaged before)
-    by_name = {c.name: c for c in checkpoints}
-    if which not in by_name:
-        raise NothingToEvaluate(f"no complete checkpoint {which} (complete: {', '.join(by_name)}); one still being "
-                                "written becomes complete when its .metadata file appears")
-    return [by_name[which]]
+        return [c for c in checkpoints if not _covers(store.read(c.step), c, settings)]
+    return [find_checkpoint(checkpoints, which)]
 
 
 def evaluate_run(run_dir: RunDir, config: PipelineConfig, *, which: str | None = None,
-                 published_only: bool = False) -> EvalOutcome:
+                 published_only: bool = False, wait: bool = True) -> EvalOutcome:
+    """Evaluate the run's checkpoints not evaluated yet (or `which`), then rewrite history, report and plots.
+    `wait`: follow a Slurm evaluation job until it ends (False: the scheduled deployment, which looks again
+    next round)."""
     settings: EvaluateConfig = config.section("evaluate")
-    pretrain = config.section("pretrain")
     store = EvalStore(run_dir.store_dir(STORE))
-    checkpoints = complete_checkpoints(run_dir.stage_dir(TRAINING)) if published_only else run_checkpoints(run_dir)
+    checkpoints = run_checkpoints(run_dir, published_only=published_only)
     damaged = [c for c in incomplete_checkpoints(run_dir.stage_dir(TRAINING)) if not checkpoints or c.step > checkpoints[-1].step]
     if which == "latest" and damaged:  # a finished job's checkpoint lost its .metadata: never evaluate an older one instead
         older = f"the latest complete one is {checkpoints[-1].name} (--checkpoint {checkpoints[-1].name})" if checkpoints else "no complete one"
@@ -86,28 +78,29 @@ def evaluate_run(run_dir: RunDir, config: PipelineConfig, *, which: str | None =
                               f"older step: {older}")
     outcome = EvalOutcome()
     with run_dir.store_lock(STORE, f"evaluating {run_dir.path}"):
-        todo = select(checkpoints, store, which)
+        todo = select(checkpoints, store, which, settings)
         if not checkpoints:
             outcome.message = "no complete checkpoint yet; nothing to evaluate"
             return outcome
-        texts = _load_texts(run_dir, config, settings) if todo else None
-        seq_len = settings.seq_len or pretrain.seq_len
-        device = resolve_device(settings.device)
+        evaluator = _Evaluator(run_dir, config, store)
         for ckpt in todo:
             try:
-                metrics = _evaluate_checkpoint(ckpt, texts, settings, seq_len, device)
-            except CheckpointError as e:
+                metrics = evaluator.checkpoint(ckpt, wait=wait, retry=which is not None)
+            except (CheckpointError, EvalJobFailed) as e:
                 if which is not None:
                     raise
                 outcome.skipped.append({"step": ckpt.step, "path": str(ckpt.path), "reason": str(e)})
                 progress.note("evaluate", f"skipped {ckpt.name}: {e}")
+                continue
+            if metrics is None:
+                outcome.pending.append({"step": ckpt.step, "path": str(ckpt.path), "state": evaluator.note})
                 continue
             store.write(ckpt.step, metrics)
             outcome.evaluated.append(ckpt.step)
         all_metrics = store.all()
         if all_metrics:  # rewritten even when nothing is new: the threshold may have changed
             write_history(store.root, all_metrics)
-            rows = write_report(store.root, all_metrics, settings.regression_threshold)
+            rows = write_report(store.root, all_metrics, settings.regression_threshold, settings.regression_sigma)
             outcome.flagged = [r for r in rows if r["flagged"]]
             outcome.report = (store.root / "report.md").read_text()
     if not todo:
@@ -115,44 +108,121 @@ def evaluate_run(run_dir: RunDir, config: PipelineConfig, *, which: str | None =
         return outcome
     done = ", ".join(f"step-{s}" for s in outcome.evaluated) or "none"
     outcome.message = f"evaluated {done}" + (f"; skipped {len(outcome.skipped)} damaged" if outcome.skipped else "") + \
+        "".join(f"; step-{p['step']} still being evaluated ({p['state']})" for p in outcome.pending) + \
         (f"; REGRESSION in {', '.join(r['lang'] for r in outcome.flagged)}" if outcome.flagged else "")
     return outcome
 
 
-def _load_texts(run_dir: RunDir, config: PipelineConfig, settings: EvaluateConfig):
-    import sentencepiece as spm
+class _Evaluator:
+    """One round's evaluation of checkpoints: texts loaded once, in this process or by the configured job."""
 
-    sp = spm.SentencePieceProcessor(model_file=str(run_dir.stage_dir("tokenizer") / "tokenizer.model"))
-    languages = list(config.run.languages)
-    sets: dict[str, tuple[dict, list[str]]] = {}
-    if settings.validation_split:
-        sets["val"] = validation_texts(run_dir.stage_dir("shards"), languages, sp, settings.max_tokens_per_language)
-    for s in settings.sets:
-        sets[s.name] = external_texts(s.name, s.path, s.pattern, languages, sp, settings.max_tokens_per_language)
-    return sp, sets
+    def __init__(self, run_dir: RunDir, config: PipelineConfig, store: EvalStore):
+        self.run_dir, self.config, self.store = run_dir, config, store
+        self.settings: EvaluateConfig = config.section("evaluate")
+        self.seq_len = self.settings.seq_len or config.section("pretrain").seq_len
+        self._texts = None
+        self._built_tasks: dict[str, dict[str, int]] = {}  # task -> examples per language it was built for
+        self.note = ""
 
+    def texts(self):
+        from stages.evaluate.texts import load_eval_texts
 
-def _evaluate_checkpoint(ckpt: Checkpoint, texts, settings: EvaluateConfig, seq_len: int, device: str) -> dict[str, Any]:
-    sp, sets = texts
-    info = model_info(ckpt)
-    if info is None:
-        raise CheckpointError(f"checkpoint {ckpt.path}: no {JOB_INFO} beside its checkpoints folder; "
-                              "cannot tell which model it holds")
-    progress.note("evaluate", f"{ckpt.name}: loading ({info['flavor']}, vocabulary {info['vocab_size']:,})")
-    model = load_model(ckpt.path, info["flavor"], info["vocab_size"], device)
-    out: dict[str, Any] = {"step": ckpt.step, "checkpoint": str(ckpt.path), "checkpoint_id": checkpoint_id(ckpt),
-                           "flavor": info["flavor"], "seq_len": seq_len, "evaluated_at": utc_now(),
-                           "sets": {}, "missing": {}, "sources": {}}
-    for set_name, (by_lang, missing) in sets.items():
-        out["sets"][set_name] = {}
-        out["missing"][set_name] = missing
-        for lang, t in by_lang.items():
-            s: Score = score(model, t.docs, seq_len=seq_len, batch_size=settings.batch_size, bos=sp.bos_id(), device=device)
-            out["sets"][set_name][lang] = s.figures(t.n_bytes)
-            out["sources"].setdefault(set_name, {})[lang] = t.source
-        langs = out["sets"][set_name]
-        if langs:
-            mean = sum(f["bits_per_byte"] for f in langs.values()) / len(langs)
-            progress.note("evaluate", f"{ckpt.name} {set_name}: {len(langs)} languages, mean bits/byte {mean:.4f}"
-                          + (f"; missing {', '.join(missing)}" if missing else ""))
-    return out
+        if self._texts is None:
+            self._texts = load_eval_texts(self.run_dir, self.config, self.settings)
+        return self._texts
+
+    def checkpoint(self, ckpt: Checkpoint, *, wait: bool, retry: bool) -> dict[str, Any] | None:
+        """The metrics of `ckpt`, or None while its distributed job is still running (not waited for)."""
+        info = model_info(ckpt)
+        if info is None:
+            raise CheckpointError(f"checkpoint {ckpt.path}: no {JOB_INFO} beside its checkpoints folder; "
+                                  "cannot tell which model it holds")
+        job = self.settings.job
+        ident = checkpoint_id(ckpt)
+        folder = job_dir(self.store.root, ckpt.step)
+        if job.launcher == "local":
+            metrics = self._in_process(ckpt, info)
+        elif job.launcher == "torchrun":
+            metrics = run_torchrun(self.config, self.run_dir.path, folder, ckpt.path, ident, job.processes_per_node)
+        else:
+            state = slurm_job(self.config, self.run_dir.path, folder, ckpt.path, ident, wait=wait, retry=retry)
+            if not state.done:
+                self.note = state.note
+                return None
+            metrics = state.metrics
+        metrics["evaluated_with"] = wanted(self.settings)
+        if self.settings.tasks:
+            self._tasks(ckpt, info, metrics)
+        self._note(ckpt, metrics)
+        return metrics
+
+    def _in_process(self, ckpt: Checkpoint, info: dict) -> dict[str, Any]:
+        device = resolve_device(self.settings.device)
+        sp, sets = self.texts()
+        progress.note("evaluate", f"{ckpt.name}: loading ({info['flavor']}, vocabulary {info['vocab_size']:,})")
+        model = load_model(ckpt.path, info["flavor"], info["vocab_size"], device)
+        scores = {(s, lang): score(model, t.docs, t.doc_bytes, seq_len=self.seq_len, batch_size=self.settings.batch_size,
+                                   bos=sp.bos_id(), device=device)
+                  for s, (by_lang, _) in sets.items() for lang, t in by_lang.items()}
+        return checkpoint_metrics(ckpt, info, sets, scores, seq_len=self.seq_len,
+                                  job={"launcher": "local", "ranks": 1, "expert_parallel": 1, "precision": "float32",
+                                       "device": device})
+
+    def _tasks(self, ckpt: Checkpoint, info: dict, metrics: dict[str, Any]) -> None:
+        """lm-evaluation-harness on the fp32 Hugging Face export of the checkpoint (a temporary folder)."""
+        names = [t.name for t in self.settings.tasks]
+        if self.settings.job.launcher != "local":
+            why = ("downstream tasks run lm-eval on the Hugging Face export in one process; with [evaluate.job] "
+                   f"launcher {self.settings.job.launcher!r} (a model sharded over ranks) they are not run")
+            metrics["tasks"], metrics["tasks_missing"] = {}, {n: list(self.config.run.languages) for n in names}
+            metrics["task_reasons"] = {n: {"all": why} for n in names}
+            progress.note("evaluate", f"{ckpt.name}: {why}")
+            return
+        from europa_model.hf import export_checkpoint
+        from stages.evaluate.tasks import run_tasks
+
+        device = resolve_device(self.settings.device)
+        tasks = [self._built(t) for t in self.settings.tasks]
+        progress.note("evaluate", f"{ckpt.name}: downstream tasks {', '.join(names)} (lm-eval on the HF export)")
+        with tempfile.TemporaryDirectory(prefix=f"europa-eval-{ckpt.name}-") as tmp:
+            folder = export_checkpoint(ckpt.path, info["flavor"], info["vocab_size"], Path(tmp) / "hf", dtype="fp32",
+                                       tokenizer_dir=self.run_dir.stage_dir("tokenizer")).out_dir
+            res = run_tasks(folder, tasks, list(self.config.run.languages), device=device,
+                            batch_size=self.settings.batch_size)
+        for task in self.settings.tasks:
+            if task.build:  # why a built task lacks a language: its held-out text, not lm-eval
+                for lang in res.missing.get(task.name, []):
+                    if lang not in self._built_tasks.get(task.name, {}):
+                        res.reasons[task.name][lang] = ("too few held-out sentences (4 of 6+ words) to build "
+                                                        f"europa_cloze_{lang}")
+        metrics["tasks"], metrics["tasks_missing"], metrics["task_reasons"] = res.results, res.missing, res.reasons
+
+    def _built(self, task):
+        """A task with `build = "validation"`: the cloze task from the held-out documents, built (once per
+        round, deterministically) into <run>/eval/tasks/<name>/ and used from there."""
+        if not task.build:
+            return task
+        from stages.evaluate import cloze
+
+        folder = self.store.root / "tasks" / task.name
+        if task.name not in self._built_tasks:
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
+            counts = cloze.build(cloze.sentences_from_validation(self.run_dir.path, list(self.config.run.languages)), folder)
+            self._built_tasks[task.name] = counts
+            progress.note("evaluate", f"task {task.name}: built from the held-out documents for {len(counts)} languages")
+        return task.model_copy(update={"include_path": str(folder)})
+
+    def _note(self, ckpt: Checkpoint, metrics: dict[str, Any]) -> None:
+        for set_name, langs in metrics["sets"].items():
+            if langs:
+                mean = sum(f["bits_per_byte"] for f in langs.values()) / len(langs)
+                missing = metrics["missing"].get(set_name) or []
+                progress.note("evaluate", f"{ckpt.name} {set_name}: {len(langs)} languages, mean bits/byte {mean:.4f}"
+                              + (f"; missing {', '.join(missing)}" if missing else ""))
+        for task, langs in metrics.get("tasks", {}).items():
+            if langs:
+                mean = sum(f["value"] for f in langs.values()) / len(langs)
+                progress.note("evaluate", f"{ckpt.name} {task}: {len(langs)} languages, mean "
+                              f"{next(iter(langs.values()))['metric']} {mean:.4f}")

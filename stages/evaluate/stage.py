@@ -23,7 +23,7 @@ from stages.evaluate.runner import STORE, evaluate_run
 
 class EvaluateStage:
     name: ClassVar[str] = "evaluate"
-    code_version: ClassVar[str] = "1"
+    code_version: ClassVar[str] = "2"  # 2: standard errors, downstream tasks, noise-aware flags
 
     def input_signature(self, ctx: StageContext) -> Any:
         """External evaluation files: their sizes and times (changing a file makes the stage stale)."""
@@ -47,33 +47,46 @@ class EvaluateStage:
         if not evaluated:
             raise StageError(f"stage evaluate: no checkpoint of {ctx.upstream_dir('pretrain')} could be evaluated: "
                              + "; ".join(s["reason"] for s in outcome.skipped))
-        for name in ("report.md", "history.parquet", "bpb_latest.png", "bpb_over_steps.png"):
+        for name in ("report.md", "history.parquet", "bpb_latest.png", "bpb_over_steps.png", "tasks_latest.png",
+                     "tasks_over_steps.png"):
             if (store.root / name).exists():
                 shutil.copy2(store.root / name, out_dir / name)
         latest = evaluated[-1]
-        rows = changes(evaluated, ctx.settings.regression_threshold)
+        settings = ctx.settings
+        rows = changes(evaluated, settings.regression_threshold, settings.regression_sigma)
         per_language: dict[str, dict[str, float]] = {}
         for set_name, langs in latest["sets"].items():
             for lang, f in langs.items():
                 d = per_language.setdefault(lang, {})
-                d[f"{set_name}_bits_per_byte"] = f["bits_per_byte"]
-                if set_name == "val":
-                    d.update(val_loss=f["loss"], val_bits_per_byte=f["bits_per_byte"], val_token_accuracy=f["token_accuracy"])
-                else:
-                    d[f"{set_name}_loss"] = f["loss"]
-                    d[f"{set_name}_token_accuracy"] = f["token_accuracy"]
+                for key in ("bits_per_byte", "bits_per_byte_stderr", "loss", "token_accuracy", "tokens", "documents"):
+                    if f.get(key) is not None:
+                        d[f"{set_name}_{key}"] = f[key]
+        tasks = []
+        for task in settings.tasks:
+            results = latest.get("tasks", {}).get(task.name, {})
+            for lang, f in results.items():
+                d = per_language.setdefault(lang, {})
+                d[f"{task.name}_{f['metric']}"] = f["value"]
+                if f.get("stderr") is not None:
+                    d[f"{task.name}_{f['metric']}_stderr"] = f["stderr"]
+                d[f"{task.name}_examples"] = f["examples"]
+            tasks.append({"name": task.name, "metric": task.metric, "num_fewshot": task.num_fewshot,
+                          "lm_eval_tasks": {lang: f["lm_eval_task"] for lang, f in sorted(results.items())},
+                          "missing": sorted(latest.get("tasks_missing", {}).get(task.name, []))})
         statistics = EvaluateRecord.model_validate({
             "latest_step": latest["step"],
             "checkpoints_evaluated": [m["step"] for m in evaluated],
             "eval_sets": list(latest["sets"]),
             "per_language": dict(sorted(per_language.items())),
+            "tasks": tasks,
             "missing": latest.get("missing", {}),
             "sources": latest.get("sources", {}),
             "flagged": sorted({r["lang"] for r in rows if r["flagged"]}),
-            "regression_threshold": ctx.settings.regression_threshold,
+            "regression_threshold": settings.regression_threshold,
+            "regression_sigma": settings.regression_sigma,
             "method": "bits per byte = total negative log-likelihood / (UTF-8 bytes x ln 2); documents packed like "
                       "training rows (BOS + document, attention within the document), seq_len "
-                      f"{latest['seq_len']}",
+                      f"{latest['seq_len']}; standard errors over documents (ratio estimator)",
             "skipped": outcome.skipped,
         })
         val = [f["bits_per_byte"] for f in latest["sets"].get("val", {}).values()]

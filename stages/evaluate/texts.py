@@ -21,12 +21,16 @@ class EvalTexts:
     set: str
     lang: str
     docs: list[np.ndarray] = field(default_factory=list)  # token ids, each ending with EOS
-    n_bytes: int = 0
+    doc_bytes: list[int] = field(default_factory=list)  # UTF-8 bytes of the text each encodes
     source: str = ""
 
     @property
     def n_tokens(self) -> int:
         return sum(len(d) for d in self.docs)
+
+    @property
+    def n_bytes(self) -> int:
+        return sum(self.doc_bytes)
 
 
 def validation_texts(shards_dir: Path, languages: list[str], sp, max_tokens: int) -> tuple[dict[str, EvalTexts], list[str]]:
@@ -45,7 +49,7 @@ def validation_texts(shards_dir: Path, languages: list[str], sp, max_tokens: int
                     break
                 body = doc[:-1] if len(doc) and doc[-1] == eos else doc
                 texts.docs.append(doc)
-                texts.n_bytes += len(sp.decode(body.tolist()).encode("utf-8"))
+                texts.doc_bytes.append(len(sp.decode(body.tolist()).encode("utf-8")))
         if texts.docs:
             out[lang] = texts
         else:
@@ -74,9 +78,26 @@ def external_texts(name: str, folder: str, pattern: str, languages: list[str], s
             if texts.n_tokens + len(doc) > max_tokens and texts.docs:
                 break
             texts.docs.append(doc)
-            texts.n_bytes += len(line.encode("utf-8"))
+            texts.doc_bytes.append(len(line.encode("utf-8")))
         if texts.docs:
             out[lang] = texts
         else:
             missing.append(lang)
     return out, missing
+
+
+def load_eval_texts(run_dir, config, settings, sp=None):
+    """Every set's texts for the run's languages: {set: ({lang: EvalTexts}, [missing languages])}, the shards'
+    held-out split as "val" (when enabled) then the [[evaluate.sets]], with the run's SentencePiece model;
+    returns (sp, sets). Deterministic, so every rank of a distributed evaluation builds the same."""
+    import sentencepiece as spm
+
+    if sp is None:
+        sp = spm.SentencePieceProcessor(model_file=str(run_dir.stage_dir("tokenizer") / "tokenizer.model"))
+    languages = list(config.run.languages)
+    sets: dict[str, tuple[dict[str, EvalTexts], list[str]]] = {}
+    if settings.validation_split:
+        sets["val"] = validation_texts(run_dir.stage_dir("shards"), languages, sp, settings.max_tokens_per_language)
+    for s in settings.sets:
+        sets[s.name] = external_texts(s.name, s.path, s.pattern, languages, sp, settings.max_tokens_per_language)
+    return sp, sets

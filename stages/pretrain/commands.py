@@ -1,16 +1,22 @@
-"""The pretrain stage's commands: `europa plan` (will a layout fit, how fast, how long) and `europa launch
-jupiter` (render the Slurm job for review, or submit it into the stage's job folder). Light at import:
-the planner and launcher load in the handlers."""
+"""The pretrain stage's commands: `europa plan` (will a layout fit, how fast, how long), `europa launch
+jupiter` (render the Slurm job for review, or submit it into the stage's job folder), and the two through
+which the model leaves the pipeline: `europa export hf` (a checkpoint as a Hugging Face model folder with its
+model card) and `europa generate` (text from a checkpoint, through that export). Light at import: the
+planner, launcher, torch and transformers load in the handlers."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+
+from pathlib import Path
 
 from pipeline.commands import add_run_options, resolve_run
 from pipeline.errors import UsageError
 from pipeline.rundir import RunDir
 
 STAGE = "pretrain"
+EXPORT_DIR = "export"  # <run>/export/step-<N>-<dtype>/: `europa export hf` without --out
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -31,13 +37,39 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     pl.add_argument("--json", action="store_true", help="machine-readable output")
     pl.set_defaults(handler=cmd_plan)
 
+    ex = sub.add_parser("export", help="export a checkpoint as a Hugging Face model folder (with its model card)",
+                        description="Convert a complete checkpoint of the run (published, or of the training job "
+                        "still running) into a transformers DeepseekV3ForCausalLM folder: sharded safetensors, "
+                        "config, tokenizer, README.md model card from the run's records, SHA256SUMS. Streams one "
+                        "tensor at a time (memory ~ the largest tensor).")
+    ex.add_argument("target", choices=["hf"])
+    add_run_options(ex, config=False)
+    ex.add_argument("--checkpoint", metavar="step-N|latest", default="latest")
+    ex.add_argument("--out", metavar="DIR", default=None, help="output folder (default: <run>/export/step-N-<dtype>)")
+    ex.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16",
+                    help="weights as published (bf16; routers stay fp32) or exact (fp32)")
+    ex.add_argument("--force", action="store_true", help="replace an existing output folder")
+    ex.set_defaults(handler=cmd_export)
+
+    ge = sub.add_parser("generate", help="continue a prompt with a checkpoint of the run (through the HF export)")
+    add_run_options(ge, config=False)
+    ge.add_argument("--prompt", required=True)
+    ge.add_argument("--checkpoint", metavar="step-N|latest", default="latest")
+    ge.add_argument("--max-new-tokens", type=int, default=64, metavar="N")
+    ge.add_argument("--sampled", action="store_true", help="sample (default: greedy)")
+    ge.add_argument("--seed", type=int, default=0, help="seed of the sampling (same seed, same text)")
+    ge.add_argument("--temperature", type=float, default=1.0)
+    ge.add_argument("--top-p", type=float, default=1.0)
+    ge.set_defaults(handler=cmd_generate)
+
 
 def products(rd: RunDir) -> list[str]:
     manifest = rd.manifest(STAGE)
     if manifest is None:
         return []
     ckpt = manifest.statistics.get("checkpoint", {}).get("path")
-    return [f"model: {rd.stage_dir(STAGE) / ckpt} (torchtitan DCP checkpoint; tokenizer in {rd.stage_dir('tokenizer')})"]
+    return [f"model: {rd.stage_dir(STAGE) / ckpt} (torchtitan DCP checkpoint; tokenizer in {rd.stage_dir('tokenizer')}); "
+            f"as a Hugging Face folder: europa export hf --run-dir {rd.path}"]
 
 
 def cmd_plan(args) -> int:
@@ -92,4 +124,74 @@ def cmd_launch(args) -> int:
     print(f"europa: submitted Slurm job {job_id}; logs {job.job_dir}/slurm-{job_id}.out; "
           f"`europa stage pretrain --run-dir {run_dir}` follows it and publishes the result; "
           f"`europa eval-schedule --run-dir {run_dir}` evaluates its checkpoints as they appear")
+    return 0
+
+
+def _checkpoint_and_model(args):
+    """The run, its config, the checkpoint asked for and what it holds (flavor, vocabulary), or a UsageError."""
+    from europa_model.checkpoints import JOB_INFO, model_info
+    from pipeline.runconfig import resolve
+    from stages.checkpoints import find_checkpoint, run_checkpoints
+
+    rd, config = resolve(None, args.run_dir, existing=True)
+    ckpt = find_checkpoint(run_checkpoints(rd), args.checkpoint)
+    info = model_info(ckpt)
+    if info is None:
+        raise UsageError(f"checkpoint {ckpt.path}: no {JOB_INFO} beside its checkpoints folder, so which model it holds "
+                         "is unknown; it was not written by the pretrain stage")
+    return rd, config, ckpt, info
+
+
+def _in_live_job(rd: RunDir, ckpt) -> bool:
+    return not ckpt.path.is_relative_to(rd.stage_dir(STAGE))
+
+
+def cmd_export(args) -> int:
+    from europa_model.flavors import build_model_args
+    from europa_model.hf import export_checkpoint
+    from europa_model.hf.config import known_differences
+    from stages.pretrain.model_card import model_card
+
+    rd, config, ckpt, info = _checkpoint_and_model(args)
+    out = rd.path / EXPORT_DIR / f"{ckpt.name}-{args.dtype}" if args.out is None else Path(args.out).resolve()
+    live = _in_live_job(rd, ckpt)
+    card = model_card(rd, config, step=ckpt.step, flavor=info["flavor"], vocab_size=info["vocab_size"], dtype=args.dtype,
+                      known_differences=known_differences(build_model_args(info["flavor"], info["vocab_size"])),
+                      training_in_progress=live)
+    shown = [0.0]
+
+    def progress(done: int, total: int) -> None:
+        import time
+
+        if time.monotonic() - shown[0] >= 2 or done == total:
+            shown[0] = time.monotonic()
+            print(f"europa: export: {done / 1e6:,.0f} of {total / 1e6:,.0f} MB", file=sys.stderr)
+
+    try:
+        res = export_checkpoint(ckpt.path, info["flavor"], info["vocab_size"], out, dtype=args.dtype,
+                                tokenizer_dir=rd.stage_dir("tokenizer"), overwrite=args.force, progress=progress,
+                                extra_files={"README.md": card})
+    except ValueError as e:  # ExportError and kin: one line naming the file and the fix
+        hint = " (or pass --force to replace it)" if "already exists" in str(e) else ""
+        raise UsageError(f"export hf: {e}{hint}") from None
+    print(f"europa: exported {ckpt.name}{' (training still running)' if live else ''} of {rd.path} as {info['flavor']}: "
+          f"{res.parameters:,} parameters, {len(res.shards)} shard(s), {res.total_bytes / 1e6:,.1f} MB {args.dtype}")
+    print(f"europa: {res.out_dir} (model card README.md; load with "
+          f"AutoModelForCausalLM.from_pretrained({str(res.out_dir)!r}))")
+    return 0
+
+
+def cmd_generate(args) -> int:
+    from europa_model.hf.generate import generate
+
+    rd, _, ckpt, info = _checkpoint_and_model(args)
+    try:
+        text = generate(ckpt.path, args.prompt, args.max_new_tokens, sampling="sampled" if args.sampled else "greedy",
+                        seed=args.seed, temperature=args.temperature, top_p=args.top_p, flavor=info["flavor"],
+                        vocab_size=info["vocab_size"], tokenizer_dir=rd.stage_dir("tokenizer"))
+    except ValueError as e:
+        raise UsageError(f"generate: {e}") from None
+    how = f"sampled, seed {args.seed}" if args.sampled else "greedy"
+    print(f"europa: generate: {ckpt.name} of {rd.path} ({how}, at most {args.max_new_tokens} new tokens)", file=sys.stderr)
+    print(args.prompt + text)
     return 0

@@ -45,7 +45,9 @@ PUBLISHED = ("checkpoints", "metrics.jsonl", "segments.jsonl", "job_info.json", 
 
 class PretrainStage:
     name: ClassVar[str] = "pretrain"
-    code_version: ClassVar[str] = "2"  # 2: the record's compute part (estimated, counted, bounded)
+    # 2: the record's compute part (estimated, counted, bounded); 3: the MLA latent norms use eps 1e-6
+    # (europa_model/flavors.py), so checkpoints of earlier versions are stale
+    code_version: ClassVar[str] = "3"
     long_job: ClassVar[bool] = True  # trains in ctx.job_dir, which evaluation reads while the job runs
 
     def input_signature(self, ctx: StageContext) -> Any:

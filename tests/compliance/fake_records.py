@@ -69,7 +69,8 @@ def evaluate_statistics(langs: list[str]) -> dict[str, Any]:
         "per_language": {lang: {"val_loss": 5.25 + i / 8, "val_bits_per_byte": 2.5 + i / 16, "val_token_accuracy": 0.125}
                          for i, lang in enumerate(langs)},
         "eval_sets": ["val"], "flagged": [], "missing": {"val": []}, "sources": {"val": {lang: "shards/val" for lang in langs}},
-        "regression_threshold": 0.05, "method": "bits per byte = NLL / (UTF-8 bytes x ln 2)", "skipped": []})
+        "tasks": [], "regression_threshold": 0.05, "regression_sigma": 2.0,
+        "method": "bits per byte = NLL / (UTF-8 bytes x ln 2)", "skipped": []})
 
 
 def _validated(stage: str, statistics: dict[str, Any]) -> dict[str, Any]:

@@ -126,17 +126,36 @@ def test_external_set_in_flores_layout_with_missing_languages(run, tmp_path):
     assert sorted(m["sets"]["mini"]) == ["de", "el", "fi"] and sorted(m["missing"]["mini"]) == ["bg", "ga", "mt"]
     de = m["sets"]["mini"]["de"]
     assert de["bytes"] == 2 * len(lines["de"].encode())
-    assert "Languages without evaluation text: mini: " in (run_dir / "eval" / "report.md").read_text()
+    assert "Languages without evaluation text or task: mini: " in (run_dir / "eval" / "report.md").read_text()
 
 
-def test_regression_is_flagged_beyond_the_threshold():
-    def metrics(step, bpb):
-        return {"step": step, "sets": {"val": {lg: {"bits_per_byte": v, "loss": 1.0, "token_accuracy": 0.1}
-                                               for lg, v in bpb.items()}}}
-    rows = changes([metrics(3, {"de": 2.0, "fi": 2.0}), metrics(6, {"de": 2.05, "fi": 2.03})], threshold=0.02)
-    by = {r["lang"]: r for r in rows}
-    assert by["de"]["flagged"] and by["de"]["relative_change"] == pytest.approx(0.025)
-    assert not by["fi"]["flagged"] and by["fi"]["previous_step"] == 3
+def test_regression_is_flagged_beyond_the_threshold_and_its_noise():
+    """de and fi both worsen by 2.5% (beyond the 2% threshold); de's documents all worsen alike (a paired change
+    of many standard errors), fi's by +-50% around it (noise): only de is a regression. Without per-document
+    figures (one document: noise unknown) the threshold alone decides; a task accuracy drop likewise needs both."""
+    def metrics(step, docs, tasks):
+        sets = {"val": {}}
+        documents = {"val": {}}
+        for lg, bits in docs.items():
+            n_bytes = [100] * len(bits)
+            sets["val"][lg] = {"bits_per_byte": sum(bits) / sum(n_bytes), "loss": 1.0, "token_accuracy": 0.1,
+                               "tokens": 50, "documents": len(bits)}
+            documents["val"][lg] = {"bits": bits, "bytes": n_bytes}
+        return {"step": step, "sets": sets, "documents": documents, "tasks": {"cloze": tasks}}
+
+    before = {"de": [200.0, 220.0, 180.0, 200.0], "fi": [200.0, 220.0, 180.0, 200.0], "mt": [200.0]}
+    after = {"de": [205.0, 225.5, 184.5, 205.0], "fi": [300.0, 110.0, 270.0, 140.0], "mt": [205.0]}
+    acc = lambda v, se: {"metric": "acc", "value": v, "stderr": se, "examples": 100}  # noqa: E731
+    rows = changes([metrics(3, before, {"de": acc(0.60, 0.01), "fi": acc(0.60, 0.05)}),
+                    metrics(6, after, {"de": acc(0.50, 0.01), "fi": acc(0.50, 0.05)})], threshold=0.02, sigma=2.0)
+    by = {(r["kind"], r["lang"]): r for r in rows}
+    de, fi, mt = by["bits_per_byte", "de"], by["bits_per_byte", "fi"], by["bits_per_byte", "mt"]
+    assert de["relative_change"] == pytest.approx(0.025) and fi["relative_change"] == pytest.approx(0.025)
+    assert de["change"] / de["change_stderr"] > 10 and de["flagged"]
+    assert fi["change"] / fi["change_stderr"] < 2 and not fi["flagged"] and fi["previous_step"] == 3
+    assert mt["change_stderr"] is None and mt["flagged"]  # noise unknown: the threshold decides
+    assert by["task", "de"]["flagged"] and not by["task", "fi"]["flagged"]  # -0.10 is 7 SE for de, 1.4 for fi
+    assert not any(r["flagged"] for r in changes([metrics(3, before, {}), metrics(6, after, {})], threshold=0.03))
 
 
 def test_evaluate_stage_publishes_the_record(run):
@@ -219,3 +238,18 @@ def test_latest_never_falls_back_silently_past_a_damaged_published_checkpoint(ru
     assert main(["status", "--run-dir", str(run_dir), "--json"]) == 0
     pretrain = next(s for s in json.loads(capsys.readouterr().out) if s["stage"] == "pretrain")
     assert pretrain["state"] == "damaged" and "step-6/.metadata is missing" in pretrain["reason"]
+
+
+def test_eval_schedule_does_not_pretend_without_a_server(run, capsys):
+    """No server configured: refused with the one command that works; a configured server that does not
+    answer: refused naming it. (With a server, tests/evaluate's deployment test runs the schedule.)"""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    _, run_dir = run
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        assert main(["eval-schedule", "--run-dir", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "no Prefect server is configured" in err and f"europa eval-schedule --run-dir {run_dir} --start-server" in err
+    with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:9/api"}):
+        assert main(["eval-schedule", "--run-dir", str(run_dir)]) == 2
+    assert "http://127.0.0.1:9/api (PREFECT_API_URL) does not answer" in capsys.readouterr().err

@@ -112,7 +112,10 @@ def layout_summary(settings: PretrainConfig, config: PipelineConfig, job_dir: Pa
 
 
 def render_sbatch(settings: PretrainConfig, config: PipelineConfig, run_dir: Path, job_dir: Path,
-                  header: list[str] | None = None) -> str:
+                  header: list[str] | None = None, *, entry: list[str] | None = None,
+                  title: str = "EUROPA pretraining on JUPITER Booster, rendered by `europa launch jupiter`") -> str:
+    """`entry`: the module and arguments every rank runs (default: the training entry point); another job of
+    the run on the same machine and settings (the distributed evaluation) passes its own."""
     from pipeline.config import REPO_ROOT
 
     p, s = settings.parallelism, settings.slurm
@@ -131,7 +134,7 @@ def render_sbatch(settings: PretrainConfig, config: PipelineConfig, run_dir: Pat
         f"--output={job_dir / 'slurm-%j.out'}",
     ]
     out = ["#!/bin/bash",
-           "# EUROPA pretraining on JUPITER Booster, rendered by `europa launch jupiter`: re-render, do not edit.",
+           f"# {title}: re-render, do not edit.",
            *(f"# {line}" for line in (header or [])),
            *(f"#SBATCH {x}" for x in sb)]
     if not s.account:
@@ -174,7 +177,8 @@ def render_sbatch(settings: PretrainConfig, config: PipelineConfig, run_dir: Pat
         f"  torchrun --nnodes=$SLURM_NNODES --nproc_per_node={s.gpus_per_node} --rdzv_backend=c10d "
         f"--rdzv_endpoint=$MASTER_ADDR:{s.master_port} --rdzv_id=$SLURM_JOB_ID \\",
         "    --rdzv_conf=join_timeout=1800 $NUMA_BINDING \\",
-        f"    -m stages.pretrain.entry --run-dir {q(str(run_dir))} --job-dir {q(str(job_dir))}",
+        "    -m " + " ".join(q(a) for a in (entry or ["stages.pretrain.entry", "--run-dir", str(run_dir),
+                                                   "--job-dir", str(job_dir)])),
         "",
     ]
     return "\n".join(out)

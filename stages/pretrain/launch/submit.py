@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pathlib import Path
+
 from stages.pretrain.launch import slurm
-from stages.pretrain.launch.sbatch import RenderedJob, render_job
+from stages.pretrain.launch.sbatch import SCRIPT_NAME, RenderedJob, render_job, render_sbatch
+from stages.pretrain.launch.slurm import is_finished, job_state  # noqa: F401 - the launcher plug-in's interface
 
 if TYPE_CHECKING:
     from pipeline.stage import StageContext
@@ -30,3 +33,25 @@ def submit_training_job(ctx: StageContext, *, record_attempt: bool) -> tuple[str
             ctx.stage, "submitted", ctx.fingerprint, job_dir=ctx.job_dir, job_id=job_id,
             detail=f"Slurm job {job_id}; `europa stage {ctx.stage}` follows it and publishes the result")
     return job_id, rendered
+
+
+def submit_job(config, run_dir: Path, job_dir: Path, *, entry: list[str], nodes: int, time_limit: str, name: str,
+               title: str) -> tuple[str, Path]:
+    """Another job of the run on the training's machine and Slurm settings ([pretrain.slurm]: account,
+    partition, setup, environment, rendezvous, binding), running `python -m <entry>` on every rank of `nodes`
+    nodes x gpus_per_node: the launcher plug-in other stages reach through pipeline.registry.JOB_LAUNCHERS
+    (the distributed evaluation). Rendered into `job_dir`, submitted, recorded in its jobs.jsonl; returns
+    (job id, script path). Not checked against training's memory plan: the job is not training."""
+    settings = config.section("pretrain")
+    settings = settings.model_copy(update={
+        "parallelism": settings.parallelism.model_copy(update={"nodes": nodes}),
+        "slurm": settings.slurm.model_copy(update={"time_limit": time_limit, "job_name": name})})
+    job_dir = Path(job_dir).resolve()
+    job_dir.mkdir(parents=True, exist_ok=True)
+    script = job_dir / SCRIPT_NAME
+    script.write_text(render_sbatch(settings, config, Path(run_dir).resolve(), job_dir, [f"job dir  {job_dir}"],
+                                    entry=entry, title=title))
+    script.chmod(0o755)
+    job_id = slurm.submit(script)
+    slurm.record_submission(job_dir, job_id, script)
+    return job_id, script

@@ -1,0 +1,134 @@
+"""Downstream tasks: lm-evaluation-harness on the checkpoint's Hugging Face export, offline, per language.
+
+What is fixed here, and why:
+- offline: HF_HUB_OFFLINE=1 and HF_DATASETS_OFFLINE=1 before lm-eval, transformers and datasets look (the Hub
+  is unreachable on compute nodes and here); a task's data comes from a local folder ([[evaluate.tasks]]
+  dataset_path replaces each task's `dataset_path`) or from its own YAML (include_path);
+- BOS: `add_bos_token=True`. Multiple-choice scores compare continuations after a context, and the model was
+  trained with BOS before every document, so the context must start with it (without, every choice is scored
+  off-distribution). Perplexity tasks (loglikelihood_rolling) would want False: lm-eval then prefixes BOS itself
+  and True adds a second, a ~2.7% inflation measured here (../shared notes); bits per byte is the project's own
+  evaluator's job, so no such task is configured by default;
+- float32 weights (the fp32 export): the figures are those of the checkpoint, not of a bf16 rounding of it;
+- per language: each [[evaluate.tasks]] names an lm-eval task per language through a template
+  (belebele_{flores}, xnli_{lang}, ...); a language whose task lm-eval does not know, or whose data is not
+  there, is listed as missing with the reason, never silently dropped.
+The standard error is lm-eval's (for a mean metric such as accuracy: the sample standard deviation / sqrt(n)).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.languages import expand_template
+from stages.evaluate.config import EvalTaskConfig
+
+OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+@dataclass
+class TaskResults:
+    results: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # task -> lang -> figures
+    missing: dict[str, list[str]] = field(default_factory=dict)  # task -> languages
+    reasons: dict[str, dict[str, str]] = field(default_factory=dict)  # task -> lang -> why it is missing
+
+
+@contextlib.contextmanager
+def offline():
+    """The Hub is not reachable: tell transformers, datasets and huggingface_hub before they try, for the
+    duration of the tasks only (the process may read from the Hub otherwise, e.g. an ingest source)."""
+    import datasets.config
+    import huggingface_hub.constants
+
+    env = {**OFFLINE, "TQDM_DISABLE": "1"}  # and no progress bars: lm-eval's would flood the log
+    saved_env = {k: os.environ.get(k) for k in env}
+    saved = (datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE)
+    os.environ.update(env)
+    datasets.config.HF_HUB_OFFLINE = huggingface_hub.constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE = saved
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@functools.lru_cache(maxsize=8)
+def manager(include_path: str | None, defaults: bool):
+    """lm-eval's task index over the YAML files it may use (~14,700 with its own: seconds to build), once per
+    process and kind (the files do not change while it runs)."""
+    from lm_eval.tasks import TaskManager
+
+    return TaskManager(include_path=include_path, include_defaults=defaults)
+
+
+def run_tasks(hf_dir: Path, tasks: list[EvalTaskConfig], languages: list[str], *, device: str,
+              batch_size: int) -> TaskResults:
+    with offline():
+        return _run_tasks(hf_dir, tasks, languages, device=device, batch_size=batch_size)
+
+
+def _run_tasks(hf_dir: Path, tasks: list[EvalTaskConfig], languages: list[str], *, device: str,
+               batch_size: int) -> TaskResults:
+    logging.getLogger("lm_eval").setLevel(logging.WARNING)
+    from lm_eval import simple_evaluate
+    from lm_eval.models.huggingface import HFLM
+
+    out = TaskResults()
+
+    loaded: list[tuple[EvalTaskConfig, dict[str, Any], Any]] = []
+    for cfg in tasks:
+        names = {lang: expand_template(cfg.task, lang) for lang in languages}
+        # tasks of an include_path (the project's own) need no index of lm-eval's 14,700
+        tm = manager(cfg.include_path, False) if cfg.include_path else None
+        if tm is None or not set(names.values()) & set(tm.all_tasks):
+            tm = manager(cfg.include_path, True)
+        known = set(tm.all_tasks)
+        by_lang: dict[str, Any] = {}
+        for lang, name in names.items():
+            if name not in known:
+                out.missing.setdefault(cfg.name, []).append(lang)
+                out.reasons.setdefault(cfg.name, {})[lang] = f"lm-eval has no task {name}"
+                continue
+            spec: Any = {"task": name, "dataset_path": cfg.dataset_path} if cfg.dataset_path else name
+            try:
+                by_lang[lang] = next(iter(tm.load(spec)["tasks"].values()))
+            except Exception as e:  # noqa: BLE001 - a task whose data is absent is reported, not fatal
+                why = str(e).strip().splitlines()[-1][:200] if str(e).strip() else type(e).__name__
+                out.missing.setdefault(cfg.name, []).append(lang)
+                out.reasons.setdefault(cfg.name, {})[lang] = f"{name}: {why}"
+        loaded.append((cfg, by_lang, tm))
+    if not any(by_lang for _, by_lang, _ in loaded):
+        return out
+    lm = HFLM(pretrained=str(hf_dir), device=device, dtype="float32", batch_size=batch_size, add_bos_token=True,
+              trust_remote_code=False)
+    for cfg, by_lang, tm in loaded:
+        if not by_lang:
+            continue
+        res = simple_evaluate(model=lm, tasks=list(by_lang.values()), task_manager=tm, num_fewshot=cfg.num_fewshot,
+                              limit=cfg.limit,
+                              log_samples=False, bootstrap_iters=1000, random_seed=0, numpy_random_seed=0,
+                              torch_random_seed=0, fewshot_random_seed=0)
+        for lang, task in by_lang.items():
+            name = task.task_name
+            figures = res["results"].get(name, {})
+            if f"{cfg.metric},none" not in figures:
+                raise ValueError(f"[[evaluate.tasks]] {cfg.name}: lm-eval task {name} reports no metric {cfg.metric!r} "
+                                 f"(it has {', '.join(sorted(k.split(',')[0] for k in figures if ',' in k))}); "
+                                 "set metric to one of those")
+            stderr = figures.get(f"{cfg.metric}_stderr,none")
+            out.results.setdefault(cfg.name, {})[lang] = {
+                "metric": cfg.metric, "value": float(figures[f"{cfg.metric},none"]),
+                "stderr": float(stderr) if isinstance(stderr, (int, float)) else None,
+                "examples": int(res["n-samples"][name]["effective"]), "lm_eval_task": name,
+                "num_fewshot": cfg.num_fewshot}
+    return out

@@ -1,0 +1,90 @@
+"""Downstream tasks through `europa evaluate`: a multiple-choice task the project builds from the run's own text
+(stages/evaluate/cloze.py, lm-eval's YAML format) in the run's 6 languages, run by lm-evaluation-harness on
+the checkpoint's Hugging Face export, offline; per-language accuracies with standard errors land in the metrics,
+the history, the report, the plots and the evaluate record. A task lm-eval knows but whose data is not here
+(xnli, from the Hub) and languages it has no task for are listed as missing, with the reason."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.cli import main
+from pipeline.config import load_config
+from pipeline.rundir import RunDir
+from pipeline.runconfig import save_run_config
+from tests.runs import LANGS
+
+pytestmark = pytest.mark.slow
+LANG_LIST = json.loads(LANGS)
+
+
+def test_cloze_task_builder_writes_lm_eval_yaml(tmp_path):
+    from stages.evaluate.cloze import N_CHOICES, build
+
+    words = ["Haus", "Baum", "Fluss", "Berg", "Stadt", "Feld"]
+    sentences = {"de": [f"Satz Nummer {i} endet mit dem Wort {w} hier." for i, w in enumerate(words)],
+                 "fi": ["liian lyhyt"]}
+    counts = build(sentences, tmp_path, seed=1, max_examples=5)
+    assert counts == {"de": 5}  # fi: no sentence long enough, no task rather than a broken one
+    rows = [json.loads(line) for line in (tmp_path / "de.jsonl").read_text().splitlines()]
+    for i, r in enumerate(rows):
+        assert len(r["choices"]) == N_CHOICES and len(set(r["choices"])) == N_CHOICES
+        assert r["context"] + " " + r["choices"][r["label"]] == sentences["de"][i]  # the true ending is the label
+    assert {r["label"] for r in rows} != {0}  # shuffled
+    yaml = (tmp_path / "europa_cloze_de.yaml").read_text()
+    assert "task: europa_cloze_de" in yaml and "output_type: multiple_choice" in yaml and "dataset_path: json" in yaml
+
+
+def test_tasks_run_through_europa_evaluate(trained_run, tmp_path, capsys):
+    from stages.evaluate.cloze import build, sentences_from_run
+
+    cfg, src = trained_run
+    run_dir = tmp_path / "run"
+    shutil.copytree(src, run_dir, ignore=shutil.ignore_patterns(".lock", "eval", "evaluate"))
+    tasks_dir = tmp_path / "cloze"
+    counts = build(sentences_from_run(run_dir, LANG_LIST), tasks_dir, max_examples=12)
+    assert sorted(counts) == sorted(LANG_LIST)
+    text = cfg.read_text() + f"""
+[evaluate]
+[[evaluate.tasks]]
+name = "cloze"
+task = "europa_cloze_{{lang}}"
+include_path = "{tasks_dir}"
+limit = 8
+[[evaluate.tasks]]
+name = "xnli"
+task = "xnli_{{lang}}"
+limit = 2
+"""
+    (tmp_path / "tasks.toml").write_text(text)
+    save_run_config(RunDir(run_dir), load_config(tmp_path / "tasks.toml"))  # what `europa run --config` records
+    assert main(["evaluate", "--run-dir", str(run_dir), "--checkpoint", "step-6"]) == 0
+    assert "evaluated step-6" in capsys.readouterr().out
+    m = json.loads((run_dir / "eval" / "step-6" / "metrics.json").read_text())
+    cloze = m["tasks"]["cloze"]
+    assert sorted(cloze) == sorted(LANG_LIST)
+    for lang, f in cloze.items():
+        assert f["lm_eval_task"] == f"europa_cloze_{lang}" and f["examples"] == 8 and f["metric"] == "acc"
+        assert f["value"] in {k / 8 for k in range(9)} and 0 < f["stderr"] < 0.5
+    assert m["tasks"].get("xnli", {}) == {} and sorted(m["tasks_missing"]["xnli"]) == sorted(LANG_LIST)
+    reasons = m["task_reasons"]["xnli"]
+    assert reasons["fi"] == "lm-eval has no task xnli_fi" and "xnli_de" in reasons["de"]  # known, data absent
+    history = [r for r in pq.read_table(run_dir / "eval" / "history.parquet").to_pylist() if r["kind"] == "task"]
+    assert {(r["set"], r["lang"]) for r in history} == {("cloze", lang) for lang in LANG_LIST}
+    assert all(r["value"] == cloze[r["lang"]]["value"] and r["examples"] == 8 for r in history)
+    report = (run_dir / "eval" / "report.md").read_text()
+    assert "Downstream tasks" in report and all(f"| cloze | {lang} | 8 | acc |" in report for lang in LANG_LIST)
+    assert "xnli: " in report  # missing, listed
+    for png in ("tasks_latest.png", "tasks_over_steps.png", "bpb_over_steps.png"):
+        assert (run_dir / "eval" / png).read_bytes()[:4] == b"\x89PNG"
+
+    # the stage publishes them in its record (step 3 gets its tasks too: the configuration asks for them)
+    assert main(["stage", "evaluate", "--run-dir", str(run_dir)]) == 0
+    s = json.loads((run_dir / "evaluate" / "manifest.json").read_text())["statistics"]
+    assert [t["name"] for t in s["tasks"]] == ["cloze", "xnli"] and sorted(s["tasks"][1]["missing"]) == sorted(LANG_LIST)
+    assert all(s["per_language"][lang]["cloze_acc"] == cloze[lang]["value"] for lang in LANG_LIST)
+    assert all(s["per_language"][lang]["cloze_examples"] == 8 for lang in LANG_LIST)
