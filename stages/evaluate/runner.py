@@ -160,7 +160,9 @@ class _Evaluator:
         device = resolve_device(self.settings.device)
         sp, sets = self.texts()
         progress.note("evaluate", f"{ckpt.name}: loading ({info['flavor']}, vocabulary {info['vocab_size']:,})")
-        model = load_model(ckpt.path, info["flavor"], info["vocab_size"], device)
+        from europa_model.flavors import routing_of
+
+        model = load_model(ckpt.path, info["flavor"], info["vocab_size"], device, routing_of(info))
         scores = {(s, lang): score(model, t.docs, t.doc_bytes, seq_len=self.seq_len, batch_size=self.settings.batch_size,
                                    bos=sp.bos_id(), device=device)
                   for s, (by_lang, _) in sets.items() for lang, t in by_lang.items()}

@@ -63,11 +63,20 @@ def build_trainer_config(
             "[pretrain.activation_checkpoint] mode = \"offload\" moves checkpointed activations from GPU memory "
             "to host memory and needs CUDA and torch.compile (torchtitan's graph_trainer); this job runs on "
             f"{device_type}: use mode = \"selective\" or \"full\" here")
+    moe = settings.moe
+    routing = settings.routing_problem()
+    if routing:
+        raise UnsupportedSetting(routing)
+    if moe.comm_backend == "deepep" and device_type != "cuda":
+        raise UnsupportedSetting(
+            f"[pretrain.moe] comm_backend = \"deepep\" runs DeepEP's CUDA kernels; this job runs on {device_type}: "
+            "use comm_backend = \"standard\" here")
     world = p.world_size
     multi_rank_cpu = device_type == "cpu" and world > 1
 
     model_spec = model_registry(settings.flavor, vocab_size, unshard_async_op=p.unshard_async_op,
-                                graph_trainer=offload)
+                                graph_trainer=offload, moe_comm_backend=moe.comm_backend,
+                                num_expert_groups=moe.num_expert_groups, num_limited_groups=moe.num_limited_groups)
     common = dict(
         model_spec=model_spec,
         hf_assets_path=str(tokenizer_dir),
