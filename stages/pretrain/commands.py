@@ -74,7 +74,7 @@ def products(rd: RunDir) -> list[str]:
 
 def cmd_plan(args) -> int:
     from stages.pretrain.planner.report import plan
-    from stages.pretrain.planner.throughput import EUROPA_TOKENS_PER_S_PER_GPU
+    from stages.pretrain.planner.projection import EUROPA_TOKENS_PER_S_PER_GPU
 
     _, config = resolve_run(args)
     tokenizer = config.stages.get("tokenizer")
