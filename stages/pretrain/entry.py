@@ -219,6 +219,8 @@ def _write_job_info(job_dir, trainer, settings, device, world, peak: Peak, vocab
         "vocab_size": vocab_size,
         **_routing(settings),  # part of the model: evaluation and the HF export build the router with these
         "moe_comm_backend": settings.moe.comm_backend,
+        "trainer": type(trainer).__qualname__,  # GraphTrainer: the compile-based path (activation offload)
+        "activation_checkpoint": settings.activation_checkpoint.mode,
         "device_type": device,
         "device_name": mp.device_memory_monitor.device_name,
         "world_size": world,
