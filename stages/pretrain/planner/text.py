@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from stages.pretrain.planner.projection import EUROPA_TOKENS_PER_S_PER_GPU
 
-if TYPE_CHECKING:
-    from stages.pretrain.planner.report import Plan
+Plan = Any  # report.Plan (report.py imports this module: no import back)
 
 
 def _si(x: float) -> str:
