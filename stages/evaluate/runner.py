@@ -187,8 +187,10 @@ class _Evaluator:
         tasks = [self._built(t) for t in self.settings.tasks]
         progress.note("evaluate", f"{ckpt.name}: downstream tasks {', '.join(names)} (lm-eval on the HF export)")
         with tempfile.TemporaryDirectory(prefix=f"europa-eval-{ckpt.name}-") as tmp:
+            from europa_model.flavors import routing_of
+
             folder = export_checkpoint(ckpt.path, info["flavor"], info["vocab_size"], Path(tmp) / "hf", dtype="fp32",
-                                       tokenizer_dir=self.run_dir.stage_dir("tokenizer")).out_dir
+                                       tokenizer_dir=self.run_dir.stage_dir("tokenizer"), routing=routing_of(info)).out_dir
             res = run_tasks(folder, tasks, list(self.config.run.languages), device=device,
                             batch_size=self.settings.batch_size)
         for task in self.settings.tasks:

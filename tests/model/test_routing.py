@@ -86,3 +86,15 @@ def test_routing_recorded_with_checkpoints_round_trips():
     assert routing_of({"flavor": "small", "num_expert_groups": 24, "num_limited_groups": 4}) == \
         {"num_expert_groups": 24, "num_limited_groups": 4}
     assert routing_of({"flavor": "small"}) == {"num_expert_groups": None, "num_limited_groups": None}  # before 17
+
+
+def test_the_hugging_face_config_carries_the_recorded_routing():
+    """What the export maps: a checkpoint's recorded groups become config.json's n_group / topk_group (HF's
+    DeepseekV3 group-limited routing ranks groups by their two best scores too); without them, 1 / 1."""
+    from europa_model.hf.config import hf_config
+
+    info = {"flavor": "small", "vocab_size": 1000, "num_expert_groups": 24, "num_limited_groups": 4}
+    limited = hf_config(build_model_args("small", 1000, **routing_of(info)), dtype="float32")
+    assert (limited.n_group, limited.topk_group) == (24, 4)
+    plain = hf_config(build_model_args("small", 1000, **routing_of({"flavor": "small"})), dtype="float32")
+    assert (plain.n_group, plain.topk_group) == (1, 1)
