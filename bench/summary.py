@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/summary.py [--no-run] [--only ingest,shards] [--data ../shared/data] [--setup-reference]
 
-Runs bench/{ingest,langid,tokenizer,shards}_bench.py one after the other (each writes its figures to
+Runs bench/{ingest,langid,tokenizer,shards,train}_bench.py one after the other (each writes its figures to
 bench/results/<name>.json, removed first so nothing stale is shown), then prints the table. `--no-run` only
 reads the results the scripts last wrote. A benchmark whose data is absent (../shared/data is not part of a
 clone) says so and is listed as skipped under the table; one that fails is listed with its exit code. The
@@ -95,8 +95,19 @@ def shards_rows(r: dict[str, Any]) -> list[Row]:
     ]
 
 
+def train_rows(r: dict[str, Any]) -> list[Row]:
+    ref = "torchtitan's own Trainer, same model, batch, threads"
+    return [
+        Row("pretrain", "training step, CPU ms (tiny, 8 x 128 tokens)", r["ours_step_cpu_s"] * 1e3,
+            r["torchtitan_step_cpu_s"] * 1e3, ref + f" (goal ratio <= {r['setup']['goal']})", ",.1f", "lower"),
+        Row("pretrain", "final checkpoint save, s (ours hashes while writing)", r["ours_checkpoint_s"],
+            r["torchtitan_checkpoint_s"], "torchtitan's CheckpointManager, same state", ",.3f", "lower"),
+    ]
+
+
 BENCHMARKS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "ingest": ingest_rows, "langid": langid_rows, "tokenizer": tokenizer_rows, "shards": shards_rows,
+    "train": train_rows,
 }
 
 

@@ -4,12 +4,15 @@ torchtitan saves step N into `<folder>/checkpoints/step-N/` through torch.distri
 the `.metadata` file last: a step folder without it is still being written (or was cut off) and is never
 listed. Training resumes from, evaluation reads and the pretrain stage publishes only complete checkpoints.
 Beside `checkpoints/`, the training process writes `job_info.json` (JOB_INFO): which model the checkpoints hold
-(flavor, vocabulary size), so a reader needs no settings to load them.
+(flavor, vocabulary size, routing), so a reader needs no settings to load them. Inside each step folder every
+rank writes `checksums-rank<R>.json`, the sha256 of the files it saved (europa_model/checkpoint_digests.py);
+`recorded_digests` reads them without touching the checkpoint data.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +21,11 @@ CHECKPOINTS = "checkpoints"
 METADATA = ".metadata"
 JOB_INFO = "job_info.json"
 _STEP = re.compile(r"^step-(\d+)$")
+RANK_CHECKSUMS_GLOB = "checksums-rank*.json"
+
+
+def rank_checksums_name(rank: int) -> str:
+    return f"checksums-rank{rank}.json"
 
 
 @dataclass(frozen=True)
@@ -57,3 +65,29 @@ def model_info(ckpt: Checkpoint) -> dict | None:
     """What the training folder of `ckpt` says about its model (flavor, vocab_size, ...), or None when absent."""
     path = ckpt.path.parent.parent / JOB_INFO
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def recorded_digests(step_folder: Path) -> tuple[dict[str, tuple[str, int]], list[Path]]:
+    """({file name: (sha256, bytes)} the ranks recorded for a checkpoint's files, [files not covered]).
+
+    Only names, sizes and the small JSON files are read: a recorded file whose size changed counts as not
+    covered, as does a file no rank recorded. The checksums files themselves are not checkpoint data."""
+    step_folder = Path(step_folder)
+    recorded: dict[str, tuple[str, int]] = {}
+    for path in sorted(step_folder.glob(RANK_CHECKSUMS_GLOB)):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            for name, f in data["files"].items():
+                recorded[name] = (f["sha256"], int(f["bytes"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # a damaged checksums file: its files are hashed again
+    covered, missing = {}, []
+    for p in sorted(step_folder.iterdir()):
+        if not p.is_file() or p.match(RANK_CHECKSUMS_GLOB):
+            continue
+        digest = recorded.get(p.name)
+        if digest is not None and digest[1] == os.stat(p).st_size:
+            covered[p.name] = digest
+        else:
+            missing.append(p)
+    return covered, missing

@@ -15,8 +15,10 @@ europa-1t (what it is optimized for: frontier quality per training FLOP at ~33B 
 - Kimi-K2's skeleton unchanged: dim 7168, 61 layers, MLA with 64 heads (half of DeepSeek-V3's 128: Kimi
   found it cheaper at inference for a small loss), q-LoRA 1536, KV-LoRA 512 (the cached latent), head dims
   128 (nope) + 64 (rope) / 128 (v); 384 routed experts, top-8 (sparsity 48), 1 shared expert; sigmoid
-  routing with normalized top-k weights (route_scale 2.827), no group-limited routing; torchtitan's
-  aux-loss-free balancing bias. 384 = 2^7 * 3 splits evenly over EP degrees 8 ... 384 (a 384-GPU replica
+  routing with normalized top-k weights (route_scale 2.827); torchtitan's aux-loss-free balancing bias.
+  Group-limited (node-limited) routing is off in the flavor and a run's choice (`[pretrain.moe]`
+  num_expert_groups / num_limited_groups, passed to `build_model_args`): the right groups depend on how
+  many nodes an expert-parallel group spans, and they are recorded with the checkpoints (job_info.json). 384 = 2^7 * 3 splits evenly over EP degrees 8 ... 384 (a 384-GPU replica
   can hold 1 expert per GPU per layer, or 4 per GPU at EP 96).
 - Vocabulary 262,144 (2^18), the Gemma 3 / Salamandra size, instead of Kimi's 163,840 or EuroLLM's 128k.
   The tokenizer must serve 24 EU languages in 5 scripts; on FLORES the OpenEuroLLM tokenizer needs 1.79
@@ -88,10 +90,17 @@ from torchtitan.protocols.model_spec import ModelSpec  # noqa: E402
 
 from europa_model.parallelize import parallelize_europa  # noqa: E402
 
-__all__ = ["FLAVORS", "EUROPA_VOCAB_SIZE", "LATENT_NORM_EPS", "Flavor", "build_model_args", "count_parameters", "model_registry"]
+__all__ = ["FLAVORS", "EUROPA_VOCAB_SIZE", "LATENT_NORM_EPS", "ROUTING_KEYS", "Flavor", "build_model_args",
+           "count_parameters", "model_registry", "routing_of"]
 
 EUROPA_VOCAB_SIZE = 262_144
 LATENT_NORM_EPS = 1e-6  # MLA q_norm / kv_norm: DeepSeek-V3's value, the one transformers hard-codes (see above)
+ROUTING_KEYS = ("num_expert_groups", "num_limited_groups")  # job_info.json keys = build_model_args arguments
+
+
+def routing_of(info: dict | None) -> dict[str, int | None]:
+    """The routing arguments of `build_model_args` recorded for a checkpoint (job_info.json; absent = off)."""
+    return {k: (info or {}).get(k) for k in ROUTING_KEYS}
 
 
 @dataclass(frozen=True)
@@ -177,10 +186,13 @@ def build_model_args(
     attn_backend: str = "flex",
     moe_comm_backend: str = "standard",
     non_blocking_capacity_factor: float | None = None,
+    num_expert_groups: int | None = None,
+    num_limited_groups: int | None = None,
 ) -> DeepSeekV3Model.Config:
     """A fresh `DeepSeekV3Model.Config` for `flavor` with the tokenizer's `vocab_size` (None: the flavor's
     default). `attn_backend`: torchtitan's "flex" (works on CPU for forward), "flex_flash" or "varlen"
-    (CUDA). Configs are mutable (the Trainer resizes RoPE to the run's seq_len), hence a new one per call."""
+    (CUDA). `num_expert_groups` / `num_limited_groups`: node-limited routing (None: off), torchtitan's router
+    arguments. Configs are mutable (the Trainer resizes RoPE to the run's seq_len), hence a new one per call."""
     f = _flavor(flavor)
     vocab_size = f.default_vocab_size if vocab_size is None else int(vocab_size)
     if vocab_size < 1:
@@ -202,8 +214,8 @@ def build_model_args(
         num_shared_experts=f.num_shared_experts,
         router_top_k=f.top_k,
         router_score_func="sigmoid",
-        router_num_expert_groups=None,
-        router_num_limited_groups=None,
+        router_num_expert_groups=num_expert_groups,
+        router_num_limited_groups=num_limited_groups,
         router_route_scale=f.route_scale,
         router_route_norm=True,
         attn_backend=attn_backend,
@@ -239,6 +251,8 @@ def model_registry(
     converters: list | None = None,
     unshard_async_op: bool = False,
     graph_trainer: bool = False,
+    num_expert_groups: int | None = None,
+    num_limited_groups: int | None = None,
 ) -> ModelSpec:
     """The torchtitan `ModelSpec` for a flavor, as `torchtitan.models.deepseek_v3.model_registry` builds it;
     a `config_registry` module (torchtitan's `--module`) puts it in `Trainer.Config(model_spec=...)`.
@@ -247,7 +261,8 @@ def model_registry(
     compile-based `experiments/graph_trainer` (the only path with activation offload to host memory), with
     that trainer's parallelize function."""
     config = build_model_args(flavor, vocab_size, attn_backend=attn_backend, moe_comm_backend=moe_comm_backend,
-                              non_blocking_capacity_factor=non_blocking_capacity_factor)
+                              non_blocking_capacity_factor=non_blocking_capacity_factor,
+                              num_expert_groups=num_expert_groups, num_limited_groups=num_limited_groups)
     if converters is not None:
         validate_converter_order(converters)
         for c in converters:

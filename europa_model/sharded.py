@@ -24,7 +24,7 @@ __all__ = ["build_sharded_model"]
 
 
 def build_sharded_model(flavor: str, vocab_size: int, device: str, *, expert_parallel: int = 1,
-                        precision: str = "float32", dump_folder: str = ""):
+                        precision: str = "float32", dump_folder: str = "", routing: dict | None = None):
     """The flavor's model, parallelized over the current process group (FSDP2 over all ranks, EP
     `expert_parallel`), its parameters stored and computed in `precision`, materialized on `device` with
     initialised buffers (RoPE caches) and unset weights: load a checkpoint into it (torch.distributed.checkpoint
@@ -41,7 +41,7 @@ def build_sharded_model(flavor: str, vocab_size: int, device: str, *, expert_par
     world = dist.get_world_size()
     if world % expert_parallel:
         raise ValueError(f"expert_parallel {expert_parallel} must divide the {world} ranks")
-    spec = model_registry(flavor, vocab_size)
+    spec = model_registry(flavor, vocab_size, **(routing or {}))  # routing: the checkpoint's (routing_of)
     multi_rank_cpu = device.startswith("cpu") and world > 1
     parallelism = ParallelismConfig(data_parallel_shard_degree=world, expert_parallel_degree=expert_parallel,
                                     **({"spmd_backend": "partial_dtensor"} if multi_rank_cpu else {}))

@@ -127,6 +127,7 @@ def export_checkpoint(
     overwrite: bool = False,
     progress: Callable[[int, int], None] | None = None,
     extra_files: dict[str, str] | None = None,
+    routing: dict[str, int | None] | None = None,
 ) -> ExportResult:
     """Write the Hugging Face folder `out_dir` for the DCP checkpoint `checkpoint_dir` (a complete
     `<run>/pretrain/checkpoints/step-N/`) of `flavor` trained with the tokenizer's `vocab_size` (None: the
@@ -136,6 +137,8 @@ def export_checkpoint(
     (exact). `tokenizer_dir`: the run's `tokenizer/` folder; without it the folder has no tokenizer and
     config.json no BOS/EOS ids. `progress(bytes_written, total_bytes)` is called after each checkpoint tensor.
     `extra_files`: name -> UTF-8 text written into the folder (and SHA256SUMS), e.g. the model card README.md.
+    `routing`: the node-limited routing the checkpoint was trained with (europa_model.flavors.routing_of of its
+    job_info.json; config.json then says n_group / topk_group).
     Raises ExportError (or its CheckpointError/ExportPlanError kin, all ValueError) with a one-line reason."""
     from europa_model.flavors import build_model_args
 
@@ -148,7 +151,7 @@ def export_checkpoint(
     if out_dir.exists() and not overwrite and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise ExportError(f"{out_dir} already exists; choose another folder or pass overwrite=True")
     try:
-        model_config = build_model_args(flavor, vocab_size)
+        model_config = build_model_args(flavor, vocab_size, **(routing or {}))
     except ValueError as e:
         raise ExportError(str(e)) from None
     special = _special_ids(Path(tokenizer_dir), model_config.vocab_size) if tokenizer_dir is not None else {}

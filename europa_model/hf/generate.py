@@ -28,6 +28,7 @@ def generate(
     flavor: str | None = None,
     vocab_size: int | None = None,
     tokenizer_dir: str | Path | None = None,
+    routing: dict[str, int | None] | None = None,
 ) -> str:
     """The continuation of `prompt` (new text only). `model`: an exported folder, or a checkpoint folder
     (`step-N/`, then `flavor`, `vocab_size` and the run's `tokenizer_dir` are required). `sampled` draws
@@ -47,7 +48,7 @@ def generate(
 
         with tempfile.TemporaryDirectory(prefix="europa-generate-") as tmp:
             folder = export_checkpoint(model, flavor, vocab_size, Path(tmp) / "hf", dtype="fp32",
-                                       tokenizer_dir=tokenizer_dir).out_dir
+                                       tokenizer_dir=tokenizer_dir, routing=routing).out_dir
             return _generate(folder, prompt, max_new_tokens, sampling, seed, temperature, top_p)
     if not (model / "config.json").is_file():
         raise ExportError(f"{model}: neither an exported model folder (config.json) nor a checkpoint (.metadata)")

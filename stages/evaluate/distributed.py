@@ -129,9 +129,11 @@ def _evaluate(args: argparse.Namespace, rank: int) -> int:
     dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
     try:
         world = dist.get_world_size()
+        from europa_model.flavors import routing_of
+
         model = build_sharded_model(info["flavor"], info["vocab_size"], device,
                                     expert_parallel=settings.job.expert_parallel, precision=settings.job.precision,
-                                    dump_folder=str(args.job_dir))
+                                    dump_folder=str(args.job_dir), routing=routing_of(info))
         load_weights(model, ckpt.path, info["flavor"], info["vocab_size"], distributed=True)
         sp, sets = load_eval_texts(run_dir, config, settings)
         seq_len = settings.seq_len or pretrain.seq_len

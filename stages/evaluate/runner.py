@@ -160,7 +160,9 @@ class _Evaluator:
         device = resolve_device(self.settings.device)
         sp, sets = self.texts()
         progress.note("evaluate", f"{ckpt.name}: loading ({info['flavor']}, vocabulary {info['vocab_size']:,})")
-        model = load_model(ckpt.path, info["flavor"], info["vocab_size"], device)
+        from europa_model.flavors import routing_of
+
+        model = load_model(ckpt.path, info["flavor"], info["vocab_size"], device, routing_of(info))
         scores = {(s, lang): score(model, t.docs, t.doc_bytes, seq_len=self.seq_len, batch_size=self.settings.batch_size,
                                    bos=sp.bos_id(), device=device)
                   for s, (by_lang, _) in sets.items() for lang, t in by_lang.items()}
@@ -185,8 +187,10 @@ class _Evaluator:
         tasks = [self._built(t) for t in self.settings.tasks]
         progress.note("evaluate", f"{ckpt.name}: downstream tasks {', '.join(names)} (lm-eval on the HF export)")
         with tempfile.TemporaryDirectory(prefix=f"europa-eval-{ckpt.name}-") as tmp:
+            from europa_model.flavors import routing_of
+
             folder = export_checkpoint(ckpt.path, info["flavor"], info["vocab_size"], Path(tmp) / "hf", dtype="fp32",
-                                       tokenizer_dir=self.run_dir.stage_dir("tokenizer")).out_dir
+                                       tokenizer_dir=self.run_dir.stage_dir("tokenizer"), routing=routing_of(info)).out_dir
             res = run_tasks(folder, tasks, list(self.config.run.languages), device=device,
                             batch_size=self.settings.batch_size)
         for task in self.settings.tasks:

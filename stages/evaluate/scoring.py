@@ -65,8 +65,9 @@ def ratio_stderr(y: np.ndarray, x: np.ndarray) -> float | None:
     return float(math.sqrt(n / (n - 1) * float(((y - r * x) ** 2).sum())) / x.sum())
 
 
-def load_model(checkpoint: Path, flavor: str, vocab_size: int, device: str):
-    """The model of `flavor`, whole in this process, with the weights of a torchtitan DCP checkpoint."""
+def load_model(checkpoint: Path, flavor: str, vocab_size: int, device: str, routing: dict | None = None):
+    """The model of `flavor`, whole in this process, with the weights of a torchtitan DCP checkpoint; `routing`:
+    the node-limited routing it was trained with (europa_model.flavors.routing_of(job_info))."""
     import torch
 
     from europa_model.train_compat import apply_for_training
@@ -74,7 +75,7 @@ def load_model(checkpoint: Path, flavor: str, vocab_size: int, device: str):
     apply_for_training(device)
     from europa_model.flavors import build_model_args
 
-    config = build_model_args(flavor, vocab_size)
+    config = build_model_args(flavor, vocab_size, **(routing or {}))
     with torch.device("meta"):
         model = config.build()
     model.to_empty(device=device)

@@ -74,7 +74,7 @@ def products(rd: RunDir) -> list[str]:
 
 def cmd_plan(args) -> int:
     from stages.pretrain.planner.report import plan
-    from stages.pretrain.planner.throughput import EUROPA_TOKENS_PER_S_PER_GPU
+    from stages.pretrain.planner.projection import EUROPA_TOKENS_PER_S_PER_GPU
 
     _, config = resolve_run(args)
     tokenizer = config.stages.get("tokenizer")
@@ -147,7 +147,7 @@ def _in_live_job(rd: RunDir, ckpt) -> bool:
 
 
 def cmd_export(args) -> int:
-    from europa_model.flavors import build_model_args
+    from europa_model.flavors import build_model_args, routing_of
     from europa_model.hf import export_checkpoint
     from europa_model.hf.config import known_differences
     from stages.pretrain.model_card import model_card
@@ -156,7 +156,8 @@ def cmd_export(args) -> int:
     out = rd.path / EXPORT_DIR / f"{ckpt.name}-{args.dtype}" if args.out is None else Path(args.out).resolve()
     live = _in_live_job(rd, ckpt)
     card = model_card(rd, config, step=ckpt.step, flavor=info["flavor"], vocab_size=info["vocab_size"], dtype=args.dtype,
-                      known_differences=known_differences(build_model_args(info["flavor"], info["vocab_size"])),
+                      known_differences=known_differences(build_model_args(info["flavor"], info["vocab_size"],
+                                                                          **routing_of(info))),
                       training_in_progress=live)
     shown = [0.0]
 
@@ -169,6 +170,7 @@ def cmd_export(args) -> int:
 
     try:
         res = export_checkpoint(ckpt.path, info["flavor"], info["vocab_size"], out, dtype=args.dtype,
+                                routing=routing_of(info),
                                 tokenizer_dir=rd.stage_dir("tokenizer"), overwrite=args.force, progress=progress,
                                 extra_files={"README.md": card})
     except ValueError as e:  # ExportError and kin: one line naming the file and the fix
@@ -182,13 +184,14 @@ def cmd_export(args) -> int:
 
 
 def cmd_generate(args) -> int:
+    from europa_model.flavors import routing_of
     from europa_model.hf.generate import generate
 
     rd, _, ckpt, info = _checkpoint_and_model(args)
     try:
         text = generate(ckpt.path, args.prompt, args.max_new_tokens, sampling="sampled" if args.sampled else "greedy",
                         seed=args.seed, temperature=args.temperature, top_p=args.top_p, flavor=info["flavor"],
-                        vocab_size=info["vocab_size"], tokenizer_dir=rd.stage_dir("tokenizer"))
+                        vocab_size=info["vocab_size"], tokenizer_dir=rd.stage_dir("tokenizer"), routing=routing_of(info))
     except ValueError as e:
         raise UsageError(f"generate: {e}") from None
     how = f"sampled, seed {args.seed}" if args.sampled else "greedy"

@@ -86,6 +86,43 @@ class ActivationCheckpointConfig(StrictModel):
     offload_prefetch_layers: int = Field(1, ge=0, description="offload: layers prefetched back ahead of backward.")
 
 
+class MoEConfig(StrictModel):
+    """How tokens reach their experts: node-limited routing and the all-to-all implementation.
+
+    torchtitan's router can first pick `num_limited_groups` of `num_expert_groups` equal groups of experts
+    (by the sum of each group's two best scores; DeepSeek-V3's node-limited routing) and then the top-k experts
+    inside them. Expert parallelism places experts on consecutive EP ranks, so with groups = the nodes one EP
+    group spans (expert_parallel / GPUs per node) each token's experts live on at most `num_limited_groups`
+    nodes. The groups are part of the model (they change what it computes): they are recorded with the
+    checkpoints (job_info.json) and a Hugging Face export maps them to `n_group` / `topk_group`.
+    """
+
+    num_expert_groups: int | None = Field(
+        None, ge=1, description="Groups the routed experts are split into for node-limited routing (torchtitan's "
+        "num_expert_groups; HF n_group); None: routing is not limited. Match it to expert_parallel / GPUs per node.")
+    num_limited_groups: int | None = Field(
+        None, ge=1, description="Groups a token's experts may come from (torchtitan's num_limited_groups; HF "
+        "topk_group): each token's experts then sit on at most this many nodes.")
+    comm_backend: Literal["standard", "deepep"] = Field(
+        "standard", description="Expert-parallel all-to-all: standard (NCCL all_to_all_single, one copy per token "
+        "and expert) or deepep (DeepEP kernels, one copy per destination node; needs the deep_ep package on CUDA). "
+        "Node-limited routing cuts InfiniBand traffic only with deepep.")
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> MoEConfig:
+        if (self.num_expert_groups is None) != (self.num_limited_groups is None):
+            raise ValueError("num_expert_groups and num_limited_groups go together: set both (node-limited routing) "
+                             "or neither")
+        if self.num_expert_groups is not None and self.num_limited_groups > self.num_expert_groups:
+            raise ValueError(f"num_limited_groups {self.num_limited_groups} exceeds num_expert_groups "
+                             f"{self.num_expert_groups}")
+        return self
+
+    @property
+    def node_limited(self) -> bool:
+        return self.num_expert_groups is not None
+
+
 class CheckpointConfig(StrictModel):
     interval: int = Field(50, ge=1, description="Steps between checkpoints (one is always written at the end).")
     keep_latest: int = Field(0, ge=0, description="Keep only the newest k checkpoints (0 = keep all; evaluation reads them).")
@@ -151,6 +188,7 @@ class PretrainConfig(StrictModel):
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
     parallelism: ParallelismConfig = Field(default_factory=ParallelismConfig)
     activation_checkpoint: ActivationCheckpointConfig = Field(default_factory=ActivationCheckpointConfig)
+    moe: MoEConfig = Field(default_factory=MoEConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     slurm: SlurmConfig = Field(default_factory=SlurmConfig)
 
@@ -172,6 +210,29 @@ class PretrainConfig(StrictModel):
     def planned_tokens(self) -> int:
         return self.steps * self.tokens_per_step
 
+    def routing_problem(self) -> str | None:
+        """torchtitan's own conditions on node-limited routing, which it checks only in the first forward: equal
+        groups of at least 2 experts, and enough experts in the allowed groups for top-k. Needs the flavor's
+        numbers (imports torch), so it is not part of validation; the planner and the trainer call it."""
+        moe = self.moe
+        if not moe.node_limited:
+            return None
+        from stages.pretrain.planner.shape import flavor_dims
+
+        f = flavor_dims(self.flavor)
+        groups, limited = moe.num_expert_groups, moe.num_limited_groups
+        if f.num_experts % groups:
+            return (f"[pretrain.moe] num_expert_groups {groups} must divide the {f.num_experts} routed experts of "
+                    f"{self.flavor}")
+        per_group = f.num_experts // groups
+        if per_group < 2:
+            return (f"[pretrain.moe] num_expert_groups {groups} leaves {per_group} expert per group; torchtitan needs "
+                    "at least 2 (groups are ranked by their two best scores)")
+        if limited * per_group < f.top_k:
+            return (f"[pretrain.moe] num_limited_groups {limited} x {per_group} experts per group is fewer than the "
+                    f"top-{f.top_k} experts each token needs; raise num_limited_groups")
+        return None
+
     @model_validator(mode="after")
     def _consistent(self) -> PretrainConfig:
         p = self.parallelism
@@ -188,3 +249,4 @@ class PretrainConfig(StrictModel):
         if self.schedule.warmup_steps > self.steps:
             raise ValueError(f"schedule.warmup_steps {self.schedule.warmup_steps} exceeds steps {self.steps}")
         return self
+

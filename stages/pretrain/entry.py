@@ -100,7 +100,7 @@ def _train(args: argparse.Namespace, progress: _Progress) -> int:
     from pipeline.records import load_record
 
     vocab_size = load_record(run_dir, "tokenizer", tokenizer, "pretrain").model.vocab_size
-    check_inputs(run_dir, job_dir, settings.flavor, vocab_size)
+    check_inputs(run_dir, job_dir, settings.flavor, vocab_size, _routing(settings))
     try:
         device = resolve_device(settings.device)
     except ValueError as e:
@@ -172,8 +172,11 @@ def _train(args: argparse.Namespace, progress: _Progress) -> int:
     return 0
 
 
-def check_inputs(run_dir, job_dir: Path, flavor: str, vocab_size: int) -> None:
-    """Refuse inputs that would fail deep inside torchtitan (or, worse, train on mismatched ids)."""
+def check_inputs(run_dir, job_dir: Path, flavor: str, vocab_size: int, routing: dict | None = None) -> None:
+    """Refuse inputs that would fail deep inside torchtitan (or, worse, train on mismatched ids or resume a model
+    with another routing)."""
+    from europa_model.flavors import routing_of
+
     index = json.loads((run_dir.stage_dir("shards") / "index.json").read_text())
     if index.get("vocab_size") != vocab_size:
         raise SystemExit(f"europa pretrain: {run_dir.stage_dir('shards')}/index.json was tokenized with a "
@@ -186,6 +189,10 @@ def check_inputs(run_dir, job_dir: Path, flavor: str, vocab_size: int) -> None:
             raise SystemExit(f"europa pretrain: the checkpoints in {job_dir / 'checkpoints'} hold a {old.get('flavor')} "
                              f"model with a {old.get('vocab_size')}-piece vocabulary, not {flavor} with {vocab_size}; "
                              "move them away or use another job folder")
+        if routing is not None and routing_of(old) != routing:
+            raise SystemExit(f"europa pretrain: the checkpoints in {job_dir / 'checkpoints'} were trained with routing "
+                             f"{routing_of(old)}, not [pretrain.moe] {routing}: the router would compute another "
+                             "function; restore the settings or use another job folder")
 
 
 def _train_from_loaded(trainer) -> None:
@@ -200,11 +207,20 @@ def _train_from_loaded(trainer) -> None:
         checkpointer.load = original
 
 
+def _routing(settings) -> dict[str, int | None]:
+    """The routing the model is built with, under the keys job_info.json records (europa_model.flavors)."""
+    return {"num_expert_groups": settings.moe.num_expert_groups, "num_limited_groups": settings.moe.num_limited_groups}
+
+
 def _write_job_info(job_dir, trainer, settings, device, world, peak: Peak, vocab_size, torch, torchtitan) -> None:
     mp = trainer.metrics_processor
     info = {
         "flavor": settings.flavor,
         "vocab_size": vocab_size,
+        **_routing(settings),  # part of the model: evaluation and the HF export build the router with these
+        "moe_comm_backend": settings.moe.comm_backend,
+        "trainer": type(trainer).__qualname__,  # GraphTrainer: the compile-based path (activation offload)
+        "activation_checkpoint": settings.activation_checkpoint.mode,
         "device_type": device,
         "device_name": mp.device_memory_monitor.device_name,
         "world_size": world,

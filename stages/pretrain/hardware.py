@@ -1,10 +1,16 @@
 """The machine the pretrain stage plans for and launches on: JUPITER's Booster, described once.
 
 JUPITER Booster nodes (Jülich Supercomputing Centre): 4 NVIDIA GH200 superchips per node, each one Hopper GPU
-with 96 GB HBM3 and one 72-core Grace CPU with ~120 GB LPDDR5X, joined by 900 GB/s NVLink-C2C; 4 InfiniBand
-NDR200 HCAs per node; Slurm (with ParaStation's psslurm instead of slurmd); the booster partition's wall-clock
-limit is 24 hours. The planner (memory, utilisation), the launcher's checks and the `[pretrain.slurm]`
-defaults all read these figures from here.
+with 96 GB HBM3 (4 TB/s) and one 72-core Grace CPU with ~120 GB LPDDR5X, joined by 900 GB/s NVLink-C2C (450
+each way); the 4 Hoppers of a node are joined all-to-all by NVLink 4 (18 links x 25 GB/s = 450 GB/s each way
+per GPU, 150 to each peer); 4 InfiniBand NDR200 HCAs per node, one beside each GPU (200 Gb/s = 25 GB/s each
+way per GPU); the fabric is Dragonfly+ with 240 nodes per group (full bandwidth inside a group, global links
+between groups); Slurm (with ParaStation's psslurm instead of slurmd); the booster partition's wall-clock
+limit is 24 hours. The planner (memory, throughput, utilisation), the launcher's checks and the
+`[pretrain.slurm]` defaults all read these figures from here.
+
+The other machines below are those of the published measurements the throughput model is checked against
+(stages/pretrain/planner/published.py); only their compute and interconnect figures matter there.
 """
 
 from __future__ import annotations
@@ -17,11 +23,17 @@ GIB = 1024**3
 @dataclass(frozen=True)
 class Hardware:
     name: str = "NVIDIA GH200 (JUPITER Booster)"
+    arch: str = "hopper"                      # GPU generation: the throughput model's compute efficiency is per arch
     hbm_gib: float = 96.0                     # NVIDIA's "96 GB" are binary (an "80 GB" H100 reports 79.6 GiB)
     peak_bf16_flops: float = 989e12           # dense bf16 tensor-core peak of one GH200
+    peak_fp8_flops: float = 1979e12           # dense fp8 tensor-core peak
+    hbm_gb_per_s: float = 4000.0              # HBM3
     host_gib_per_gpu: float = 120e9 / GIB     # 120 GB LPDDR5X per Grace, one Grace per GPU
     host_reserve_gib: float = 16.0            # OS, psslurm, the rank's Python and data loader
     c2c_gb_per_s: float = 450.0               # NVLink-C2C 900 GB/s, per direction
+    nvlink_gb_per_s: float = 450.0            # GPU-to-GPU inside a node, per GPU per direction (all peers together)
+    ib_gb_per_s_per_gpu: float = 25.0         # InfiniBand per GPU per direction (JUPITER: 1 NDR200 HCA per GPU)
+    nodes_per_network_group: int = 240        # Dragonfly+ group: full bandwidth inside, global links between
     runtime_reserve_gib: float = 4.0          # CUDA context, cuBLAS workspaces, NCCL buffers
     gpus_per_node: int = 4
     cores_per_gpu: int = 72
@@ -36,5 +48,38 @@ class Hardware:
     def cores_per_node(self) -> int:
         return self.gpus_per_node * self.cores_per_gpu
 
+    @property
+    def ib_gb_per_s_per_node(self) -> float:
+        return self.ib_gb_per_s_per_gpu * self.gpus_per_node
+
 
 JUPITER_BOOSTER = Hardware()
+
+# Machines of the published measurements (planner/published.py). DGX-class nodes of 8 GPUs on NVSwitch, one
+# 400 Gb/s (50 GB/s) InfiniBand HCA per GPU.
+H100_SXM_NODE = Hardware(name="NVIDIA H100 SXM 80GB (8 per node, NVSwitch)", hbm_gib=79.6, peak_bf16_flops=989e12,
+                         peak_fp8_flops=1979e12, hbm_gb_per_s=3350.0, nvlink_gb_per_s=450.0,
+                         ib_gb_per_s_per_gpu=50.0, gpus_per_node=8)
+# H800: H100 compute with NVLink cut to 400 GB/s both ways (200 each way); DeepSeek-V3's report (sec. 3.2)
+# quotes ~160 GB/s achievable NVLink and 50 GB/s InfiniBand per GPU.
+H800_NODE = Hardware(name="NVIDIA H800 SXM (8 per node, NVSwitch)", hbm_gib=79.6, peak_bf16_flops=989e12,
+                     peak_fp8_flops=1979e12, hbm_gb_per_s=3350.0, nvlink_gb_per_s=200.0, ib_gb_per_s_per_gpu=50.0,
+                     gpus_per_node=8)
+B200_NODE = Hardware(name="NVIDIA B200 (8 per node, NVSwitch)", arch="blackwell", hbm_gib=178.4, peak_bf16_flops=2250e12,
+                     peak_fp8_flops=4500e12, hbm_gb_per_s=8000.0, nvlink_gb_per_s=900.0, ib_gb_per_s_per_gpu=50.0,
+                     gpus_per_node=8)
+# H200 SXM (the GPU check's other machine, bench/gpu_check.py): H100 compute, 141 GB HBM3e at 4.8 TB/s; its host
+# link is PCIe 5 x16 (~55 GB/s each way in practice), which is what activation offload crosses instead of C2C.
+H200_SXM = Hardware(name="NVIDIA H200 SXM 141GB", hbm_gib=140.0, peak_bf16_flops=989e12, peak_fp8_flops=1979e12,
+                    hbm_gb_per_s=4800.0, c2c_gb_per_s=55.0, host_gib_per_gpu=256.0, nvlink_gb_per_s=450.0,
+                    ib_gb_per_s_per_gpu=50.0, gpus_per_node=8)
+
+
+def hardware_for(device_name: str) -> Hardware | None:
+    """The described machine a CUDA device name belongs to (None: not described here)."""
+    name = device_name.upper()
+    for key, hw in (("GH200", JUPITER_BOOSTER), ("H200", H200_SXM), ("H100", H100_SXM_NODE), ("H800", H800_NODE),
+                    ("B200", B200_NODE)):
+        if key in name:
+            return hw
+    return None

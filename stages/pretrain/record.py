@@ -105,11 +105,25 @@ class CheckpointFile(Record):
     bytes: int
 
 
+class KeptCheckpoint(Record):
+    """One checkpoint the stage folder holds (torchtitan keeps the newest [pretrain.checkpoint] keep_latest)."""
+
+    step: int
+    path: str = Field(description="checkpoints/step-N, relative to the stage folder.")
+    sha256: str = Field(description="Digest over (path, sha256) of the checkpoint's files.")
+    files: int = Field(description="Files of the checkpoint (DCP shards and .metadata; the ranks' checksums files aside).")
+    bytes: int
+    hashed_on_ranks: int = Field(description="Files whose sha256 the ranks computed while saving (checksums-rank<R>.json).")
+    hashed_at_publish: int = Field(description="Files no rank recorded, read and hashed when the stage published.")
+
+
 class FinalCheckpoint(Record):
     final_step: int
     path: str = Field(description="checkpoints/step-N, relative to the stage folder.")
     sha256: str = Field(description="Digest over (path, sha256) of the checkpoint's files.")
-    files: list[CheckpointFile]
+    files: list[CheckpointFile] = Field(description="The final checkpoint's files (the ranks' checksums files aside).")
+    kept: list[KeptCheckpoint] = Field(description="Every checkpoint in the stage folder, the final one included, by step; "
+                                       "the manifest's outputs carry their files' digests, read from the ranks' records.")
 
 
 class Projection(Record):
@@ -121,5 +135,5 @@ class PretrainRecord(Record):
     model: ModelFacts = Field(description="The model that was trained.")
     training: Training = Field(description="How it was trained: steps, tokens, time, devices.")
     compute: Compute = Field(description="Training compute: estimated, counted, bounded.")
-    checkpoint: FinalCheckpoint = Field(description="The final checkpoint (the model released).")
+    checkpoint: FinalCheckpoint = Field(description="The final checkpoint (the model released) and every kept one.")
     projection: Projection = Field(description="What the configured run plans in full ([pretrain] steps).")

@@ -6,11 +6,12 @@ ends, showing steps, loss and new checkpoints. The job writes into the stage's j
 which survives crashes; running the stage again resumes from its newest complete checkpoint. When training
 has reached `steps`, the job folder is published as <run>/pretrain/ (hard links: no copy of the checkpoints,
 and the job folder stays intact until the publish has succeeded) with the record (record.py) the compliance
-stage needs: tokens, steps, time, devices, device-hours, training FLOPs, and the checksums of the final
-checkpoint. Training compute is recorded three ways (compute_statistics): the architecture-based estimate that
-is reported, the operations counted in one real step as its check, and the hardware bound (devices x seconds x
-peak theoretical throughput) with the utilisation it implies. Why a training process stopped comes from the
-failure file it writes (failure.py).
+stage needs: tokens, steps, time, devices, device-hours, training FLOPs, and the checksums of every kept
+checkpoint, which the training ranks computed while saving (no checkpoint is read again to publish). Training
+compute is recorded three ways (compute_statistics): the architecture-based estimate that is reported, the
+operations counted in one real step as its check, and the hardware bound (devices x seconds x peak theoretical
+throughput) with the utilisation it implies. Why a training process stopped comes from the failure file it
+writes (failure.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, ClassVar
 
-from europa_model.checkpoints import complete_checkpoints
+from europa_model.checkpoints import complete_checkpoints, recorded_digests
 from europa_model.devices import resolve_device
 from pipeline import progress
 from pipeline.config import REPO_ROOT
@@ -46,8 +47,9 @@ PUBLISHED = ("checkpoints", "metrics.jsonl", "segments.jsonl", "job_info.json", 
 class PretrainStage:
     name: ClassVar[str] = "pretrain"
     # 2: the record's compute part (estimated, counted, bounded); 3: the MLA latent norms use eps 1e-6
-    # (europa_model/flavors.py), so checkpoints of earlier versions are stale
-    code_version: ClassVar[str] = "3"
+    # (europa_model/flavors.py), so checkpoints of earlier versions are stale; 4: the record lists every kept
+    # checkpoint, with digests the ranks computed while saving
+    code_version: ClassVar[str] = "4"
     long_job: ClassVar[bool] = True  # trains in ctx.job_dir, which evaluation reads while the job runs
 
     def input_signature(self, ctx: StageContext) -> Any:
@@ -189,12 +191,13 @@ class PretrainStage:
                     shutil.copytree(src, out_dir / src.name, copy_function=os.link)
                 elif src.is_file():
                     os.link(src, out_dir / src.name)
-        record = training_statistics(ctx.settings, out_dir)
+        digests = checkpoint_digests(out_dir)
+        record = training_statistics(ctx.settings, out_dir, digests)
         t, c = record.training, record.compute
         summary = {"steps": t.steps, "tokens": t.tokens_seen, "final loss": round(t.final_loss, 4),
                    "checkpoints": len(complete_checkpoints(out_dir)), "FLOPs": f"{c.architecture.flops:.2e}"}
-        # the final checkpoint's files are checksummed in the record already: no second read
-        checksums = {f.path: f.sha256 for f in record.checkpoint.files}
+        # every kept checkpoint's digests come from the ranks (or were computed once, above): no second read
+        checksums = {path: sha for files in digests.values() for path, (sha, _, _) in files.items()}
         return StageOutcome(statistics=record, summary=summary, checksums=checksums)
 
     def summary_markdown(self, manifest: Manifest) -> str:
@@ -216,8 +219,32 @@ class PretrainStage:
         ])
 
 
-def training_statistics(settings: PretrainConfig, folder: Path) -> PretrainRecord:
-    """The stage's record from a finished job folder (the contract compliance reads: record.py)."""
+def checkpoint_digests(folder: Path) -> dict[int, dict[str, tuple[str, int, bool]]]:
+    """Per complete checkpoint (by step): {path relative to `folder`: (sha256, bytes, hashed on the ranks)}.
+
+    The ranks hashed their files while saving (checksums-rank<R>.json, europa_model/checkpoint_digests.py); only
+    files no rank recorded (or whose size changed since) are read here, once, on up to 8 threads."""
+    out: dict[int, dict[str, tuple[str, int, bool]]] = {}
+    for ckpt in complete_checkpoints(folder):
+        covered, missing = recorded_digests(ckpt.path)
+        rel = ckpt.path.relative_to(folder).as_posix()
+        files = {f"{rel}/{name}": (sha, size, True) for name, (sha, size) in covered.items()}
+        for p_, sha in zip(missing, sha256_files(missing)):
+            files[f"{rel}/{p_.name}"] = (sha, p_.stat().st_size, False)
+        out[ckpt.step] = dict(sorted(files.items()))
+    return out
+
+
+def _kept(step: int, files: dict[str, tuple[str, int, bool]]) -> dict[str, Any]:
+    return {"step": step, "path": f"checkpoints/step-{step}", "sha256": digest([(p_, f[0]) for p_, f in files.items()]),
+            "files": len(files), "bytes": sum(f[1] for f in files.values()),
+            "hashed_on_ranks": sum(f[2] for f in files.values()), "hashed_at_publish": sum(not f[2] for f in files.values())}
+
+
+def training_statistics(settings: PretrainConfig, folder: Path,
+                        digests: dict[int, dict[str, tuple[str, int, bool]]] | None = None) -> PretrainRecord:
+    """The stage's record from a finished job folder (the contract compliance reads: record.py); `digests`:
+    `checkpoint_digests(folder)`, computed here when not given."""
     from europa_model.flavors import FLAVORS, count_parameters
     from europa_model.flops import training_flops_per_token
 
@@ -236,9 +263,8 @@ def training_statistics(settings: PretrainConfig, folder: Path) -> PretrainRecor
     wall = sum(s["end"] - s["start"] for s in segs)
     device_seconds = sum((s["end"] - s["start"]) * s["world_size"] for s in segs)
     steady = [r for r in rows if r["step"] > 1] or rows  # step 1 pays for start-up and lazy initialisation
-    ckpt_files = [p_ for p_ in sorted(final.path.rglob("*")) if p_.is_file()]
-    files = [{"path": p_.relative_to(folder).as_posix(), "sha256": sha, "bytes": p_.stat().st_size}
-             for p_, sha in zip(ckpt_files, sha256_files(ckpt_files))]
+    digests = checkpoint_digests(folder) if digests is None else digests
+    files = [{"path": p_, "sha256": f[0], "bytes": f[1]} for p_, f in digests[final.step].items()]
     planned_tokens = settings.planned_tokens
     return PretrainRecord.model_validate({
         "model": {
@@ -264,7 +290,8 @@ def training_statistics(settings: PretrainConfig, folder: Path) -> PretrainRecor
         },
         "compute": compute_statistics(per_token, tokens, final.step, device_seconds, info, step_count.read(folder)),
         "checkpoint": {"final_step": final.step, "path": f"checkpoints/{final.name}",
-                       "sha256": digest([(x["path"], x["sha256"]) for x in files]), "files": files},
+                       "sha256": digest([(x["path"], x["sha256"]) for x in files]), "files": files,
+                       "kept": [_kept(step, f) for step, f in sorted(digests.items())]},
         "projection": {"planned_tokens": planned_tokens, "planned_flops": planned_tokens * per_token["total"]},
     })
 

@@ -8,7 +8,8 @@ Choices torchtitan leaves open that matter here:
 - on CPU: float32 parameters, `partial_dtensor` SPMD backend for multi-rank runs (torch 2.13's fully_shard
   rejects torchtitan's default `spmd_types` there), no CUDA graphs;
 - checkpoints: DCP, `<job>/checkpoints/step-N`, full training state in every one (the last too) so a job can
-  be resumed or extended, and so evaluation can read any of them.
+  be resumed or extended, and so evaluation can read any of them; each rank hashes its files while saving
+  (europa_model/checkpoint_digests.py).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from europa_model import cpu_compat
 
 cpu_compat.apply()
 
-from torchtitan.components.checkpoint import CheckpointManager  # noqa: E402
 from torchtitan.components.loss import ChunkedLossWrapper, CrossEntropyLoss  # noqa: E402
 from torchtitan.components.optimizer import LRSchedulersContainer, OptimizersContainer  # noqa: E402
 from torchtitan.components.optimizer.optimizer import ParamGroupConfig  # noqa: E402
@@ -30,6 +30,7 @@ from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC  # 
 from torchtitan.models.common.config_utils import decoder_vocab_size  # noqa: E402
 from torchtitan.trainer import Trainer  # noqa: E402
 
+from europa_model.checkpoint_digests import EuropaCheckpointManager  # noqa: E402
 from europa_model.data.loader import EuropaShardsDataLoader  # noqa: E402
 from europa_model.flavors import model_registry  # noqa: E402
 from europa_model.metrics import EuropaMetricsProcessor  # noqa: E402
@@ -63,11 +64,20 @@ def build_trainer_config(
             "[pretrain.activation_checkpoint] mode = \"offload\" moves checkpointed activations from GPU memory "
             "to host memory and needs CUDA and torch.compile (torchtitan's graph_trainer); this job runs on "
             f"{device_type}: use mode = \"selective\" or \"full\" here")
+    moe = settings.moe
+    routing = settings.routing_problem()
+    if routing:
+        raise UnsupportedSetting(routing)
+    if moe.comm_backend == "deepep" and device_type != "cuda":
+        raise UnsupportedSetting(
+            f"[pretrain.moe] comm_backend = \"deepep\" runs DeepEP's CUDA kernels; this job runs on {device_type}: "
+            "use comm_backend = \"standard\" here")
     world = p.world_size
     multi_rank_cpu = device_type == "cpu" and world > 1
 
     model_spec = model_registry(settings.flavor, vocab_size, unshard_async_op=p.unshard_async_op,
-                                graph_trainer=offload)
+                                graph_trainer=offload, moe_comm_backend=moe.comm_backend,
+                                num_expert_groups=moe.num_expert_groups, num_limited_groups=moe.num_limited_groups)
     common = dict(
         model_spec=model_spec,
         hf_assets_path=str(tokenizer_dir),
@@ -102,7 +112,7 @@ def build_trainer_config(
             expert_parallel_degree=p.expert_parallel,
             **({"spmd_backend": "partial_dtensor"} if multi_rank_cpu or settings.optimizer.name == "dist_muon" else {}),
         ),
-        checkpoint=CheckpointManager.Config(
+        checkpoint=EuropaCheckpointManager.Config(
             enable=True,
             folder=CHECKPOINT_FOLDER,
             interval=settings.checkpoint.interval,

@@ -58,7 +58,9 @@ def pretrain_statistics(*, flops: float | None = None, projected: float | None =
                          "method": "devices x seconds x peak", "uncertainty": "an upper bound"},
         },
         "checkpoint": {"final_step": 100, "path": "checkpoints/step-100", "sha256": "ab" * 32,
-                       "files": [{"path": "checkpoints/step-100/__0_0.distcp", "sha256": "cd" * 32, "bytes": 9_876_543}]},
+                       "files": [{"path": "checkpoints/step-100/__0_0.distcp", "sha256": "cd" * 32, "bytes": 9_876_543}],
+                       "kept": [{"step": 100, "path": "checkpoints/step-100", "sha256": "ab" * 32, "files": 1,
+                                 "bytes": 9_876_543, "hashed_on_ranks": 1, "hashed_at_publish": 0}]},
         "projection": {"planned_tokens": tokens, "planned_flops": float(projected if projected is not None else analytic)},
     })
 

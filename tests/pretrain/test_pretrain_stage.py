@@ -65,6 +65,56 @@ def test_trains_checkpoints_and_records(trained):
     assert s["model"]["total_params"] > s["model"]["active_params"] > 0
 
 
+def test_checkpoint_digests_come_from_the_ranks_and_nothing_is_read_twice(trained, tmp_path, monkeypatch):
+    """Every kept checkpoint's files were hashed by the training rank while saving (checksums-rank0.json); the
+    stage publishes them, record and manifest, without reading one checkpoint file: counted by wrapping the one
+    sha256 function the stage and the manifest use."""
+    import shutil
+
+    from pipeline import fsutil
+
+    cfg, run_dir = trained
+    published = json.loads((run_dir / "pretrain" / "manifest.json").read_text())
+    # a copy of the run whose training job is finished but not published (its job folder is what the published
+    # stage folder was made from): the stage only publishes
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy, copy_function=os.link,
+                    ignore=shutil.ignore_patterns("pretrain", ".lock", ".staging", ".trash", ".work"))
+    from pipeline.rundir import RunDir
+
+    job = RunDir(copy).job_dir("pretrain", published["fingerprint"])
+    shutil.copytree(run_dir / "pretrain", job, copy_function=os.link, ignore=shutil.ignore_patterns("manifest.json"))
+    reads: list[str] = []
+    real = fsutil.sha256_file
+
+    def counting(path, *a, **k):
+        reads.append(str(path))
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(fsutil, "sha256_file", counting)
+    assert main(["stage", "pretrain", "--config", str(cfg), "--run-dir", str(copy)]) == 0
+    monkeypatch.setattr(fsutil, "sha256_file", real)
+    data_reads = [r for r in reads if "/checkpoints/" in r and "checksums-rank" not in r]
+    assert data_reads == [], data_reads
+    assert any("metrics.jsonl" in r for r in reads)  # the other outputs are hashed as before
+
+    m = json.loads((copy / "pretrain" / "manifest.json").read_text())
+    kept = m["statistics"]["checkpoint"]["kept"]
+    # the same job, published again: not retrained (its statistics, wall time and segments included, are equal)
+    assert m["fingerprint"] == published["fingerprint"] and m["statistics"] == published["statistics"]
+    assert [k["step"] for k in kept] == [3, 6]
+    outputs = {o["path"]: o["sha256"] for o in m["outputs"]}
+    for k in kept:
+        assert k["hashed_on_ranks"] == k["files"] >= 2 and k["hashed_at_publish"] == 0
+        folder = copy / "pretrain" / k["path"]
+        assert (folder / "checksums-rank0.json").is_file()
+        data = [p for p in sorted(folder.iterdir()) if not p.name.startswith("checksums-rank")]
+        assert len(data) == k["files"] and sum(p.stat().st_size for p in data) == k["bytes"]
+        for p in data:  # the recorded digests are the files' (read here, by the test)
+            assert outputs[f"{k['path']}/{p.name}"] == sha256_file(p)
+    assert kept[-1]["sha256"] == m["statistics"]["checkpoint"]["sha256"]
+
+
 def test_rerun_is_fresh_and_skips(trained, capsys):
     cfg, run_dir = trained
     t0 = time.monotonic()
@@ -157,6 +207,10 @@ def test_two_ranks_with_expert_parallel_match_one_process(tmp_path, data_run, ud
     # two ranks share this machine's cores: each rank's peak is half the machine's
     assert stats["compute"]["hardware"]["peak_flops_per_device"] * 2 == pytest.approx(
         json.loads((one_dir / "pretrain" / "manifest.json").read_text())["statistics"]["compute"]["hardware"]["peak_flops_per_device"])
+    for kept in stats["checkpoint"]["kept"]:  # each rank hashed its own shard files while saving
+        folder = two_dir / "pretrain" / kept["path"]
+        assert {p.name for p in folder.glob("checksums-rank*.json")} == {"checksums-rank0.json", "checksums-rank1.json"}
+        assert kept["hashed_at_publish"] == 0 and kept["hashed_on_ranks"] == kept["files"] >= 3
     a, b = losses(one_dir / "pretrain"), losses(two_dir / "pretrain")
     assert sorted(a) == sorted(b) == [1, 2, 3, 4]
     for step in a:

@@ -1,4 +1,4 @@
-"""The planner's report for `[pretrain]`: per-GPU memory, FLOPs, utilisation and days, as text and JSON.
+"""The planner's report for `[pretrain]`: per-GPU memory, predicted throughput, FLOPs, utilisation and days.
 
 Everything here is an ESTIMATE from the model's shape and the configured layout, made before a job is
 queued; it is not a measurement. It is good for "does this layout fit, and roughly with how much room",
@@ -14,10 +14,14 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from stages.pretrain.hardware import GIB, JUPITER_BOOSTER, Hardware
+from stages.pretrain.hardware import JUPITER_BOOSTER, Hardware
 from stages.pretrain.planner.memory import AC_MODES, MemoryEstimate, estimate_memory
+from stages.pretrain.planner.projection import EUROPA_TOKENS_PER_S_PER_GPU, Projection, project
 from stages.pretrain.planner.shape import model_shape
-from stages.pretrain.planner.throughput import EUROPA_TOKENS_PER_S_PER_GPU, ThroughputEstimate, estimate_throughput
+from stages.pretrain.planner.throughput import BANDS, Prediction, predict
+from stages.pretrain.planner.workload import Workload, from_settings
+
+WHAT_IF_LIMITED_GROUPS = 4  # DeepSeek-V3's node limit, for the what-if rows when routing is not limited
 
 if TYPE_CHECKING:
     from stages.pretrain.config import PretrainConfig
@@ -34,7 +38,10 @@ class Plan:
     hardware: Hardware
     memory: MemoryEstimate
     variants: dict[str, dict[str, float]]     # ac mode -> {"async": GiB total, "no_async": GiB total}
-    throughput: ThroughputEstimate
+    throughput: Projection                    # at the stated rate (EUROPA's 1,300 tokens/s or --tokens-per-s)
+    prediction: Prediction                    # the throughput model's, for the configured layout
+    predicted: dict[str, Projection]          # band -> projection at the predicted rate
+    what_if: list[dict[str, Any]]             # routing variants: label, prediction, note
     offload_traffic: dict[str, float] | None
     warnings: list[str] = field(default_factory=list)
 
@@ -48,6 +55,10 @@ class Plan:
             "memory": self.memory.to_dict(),
             "variants": self.variants,
             "throughput": {**asdict(self.throughput), "above_threshold": self.throughput.above_threshold},
+            "prediction": self.prediction.to_dict(),
+            "predicted": {b: {**asdict(p), "above_threshold": p.above_threshold} for b, p in self.predicted.items()},
+            "what_if": [{"label": w["label"], "note": w["note"], "tokens_per_s_per_gpu": asdict(w["prediction"].tokens_per_s),
+                         "bottleneck": w["prediction"].expected.bottleneck} for w in self.what_if],
             "offload_traffic": self.offload_traffic,
             "warnings": self.warnings,
         }
@@ -56,6 +67,8 @@ class Plan:
         return json.dumps(self.to_dict(), indent=2)
 
     def text(self) -> str:
+        from stages.pretrain.planner.text import format_plan
+
         return format_plan(self)
 
 
@@ -89,89 +102,55 @@ def plan(settings: PretrainConfig, vocab_size: int | None = None, *, hardware: H
                for a in (True, False)}
         for mode in AC_MODES
     }
-    tp = estimate_throughput(settings, shape, hardware, tokens_per_s_per_gpu)
+    stated = project(settings, shape, tokens_per_s_per_gpu, hardware)
+    work = from_settings(settings, shape, memory, gpus_per_node=hardware.gpus_per_node)
+    prediction = predict(work, _with_peak(hardware, settings))
+    predicted = {b: project(settings, shape, prediction.bands[b].tokens_per_s_per_gpu, hardware) for b in BANDS}
+    expected = prediction.expected
     traffic = None
     if settings.activation_checkpoint.mode == "offload":
-        micro_tokens = settings.local_batch_size * settings.seq_len
-        micro_s = micro_tokens / tokens_per_s_per_gpu
-        transfer_s = 2 * memory.offload_host_gib * GIB / (hardware.c2c_gb_per_s * 1e9)
-        traffic = {"gib_each_way": memory.offload_host_gib, "micro_step_s": micro_s, "transfer_s": transfer_s,
-                   "share_of_micro_step": transfer_s / micro_s if micro_s else 0.0}
-    warnings = list(memory.notes)
+        traffic = {"gib_each_way": memory.offload_host_gib, "micro_step_s": expected.micro_s,
+                   "transfer_s": expected.c2c_s,
+                   "share_of_micro_step": expected.c2c_s / expected.micro_s if expected.micro_s else 0.0}
+    warnings = list(memory.notes) + prediction.notes
+    problem = settings.routing_problem()
+    if problem:
+        warnings.append(problem)
     if settings.precision != "bfloat16":
         warnings.append('[pretrain] precision = "float32": GPUs train in bfloat16 (set precision = "bfloat16")')
     return Plan(
         flavor=shape.flavor, vocab_size=shape.vocab_size, total_params=shape.total, active_params=shape.active,
         layout=_layout(settings), tokens_per_microstep=settings.local_batch_size * settings.seq_len,
-        hardware=hardware, memory=memory, variants=variants, throughput=tp, offload_traffic=traffic,
+        hardware=hardware, memory=memory, variants=variants, throughput=stated, prediction=prediction,
+        predicted=predicted, what_if=_what_if(work, _with_peak(hardware, settings)), offload_traffic=traffic,
         warnings=warnings,
     )
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Text
+def _with_peak(hardware: Hardware, settings: PretrainConfig) -> Hardware:
+    """[pretrain] peak_flops_per_device, when set, is the device's bf16 peak (fp8 twice that)."""
+    from dataclasses import replace
+
+    peak = settings.peak_flops_per_device
+    return replace(hardware, peak_bf16_flops=peak, peak_fp8_flops=2 * peak) if peak else hardware
 
 
-def _si(x: float) -> str:
-    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(x) >= scale:
-            return f"{x / scale:.2f}{unit}"
-    return f"{x:.0f}"
-
-
-def format_plan(pl: Plan) -> str:
-    m, t, lay = pl.memory, pl.throughput, pl.layout
-    lines = [
-        "EUROPA planner (ESTIMATES, not measurements; assumptions: stages/pretrain/planner/)",
-        f"model     {pl.flavor}: {_si(pl.total_params)} parameters, {_si(pl.active_params)} active per token, "
-        f"vocabulary {pl.vocab_size:,}",
-        f"layout    {lay['nodes']} nodes x {lay['processes_per_node']} = {lay['gpus']} GPUs; "
-        f"HSDP {lay['data_parallel_replicate']} replicas x FSDP {lay['data_parallel_shard']}, "
-        f"TP {lay['tensor_parallel']}, EP {lay['expert_parallel']} (experts FSDP-sharded over {lay['efsdp']}); "
-        f"{lay['gpus_per_replica']} GPUs per replica",
-        f"micro-step {pl.tokens_per_microstep:,} tokens per GPU; AC {m.ac_mode}; "
-        f"unshard_async_op {'on' if m.unshard_async_op else 'off'}; hardware {pl.hardware.name}",
-        "",
-        f"memory per GPU (GiB), peak phase: {m.peak_phase}",
-    ]
-    for name, gib in pl.memory.phases[m.peak_phase].items():
-        lines.append(f"  {name:<66} {gib:8.1f}")
-    lines.append(f"  {'runtime reserve (CUDA context, NCCL, cuBLAS)':<66} {m.runtime_reserve_gib:8.1f}")
-    lines.append(f"  {'total':<66} {m.total_gib:8.1f}   of {m.hbm_gib:.0f} GiB HBM: {m.verdict} "
-                 f"(margin {m.margin_gib:+.1f} GiB)")
-    others = [f"{k} {sum(v.values()) + m.runtime_reserve_gib:.1f}" for k, v in m.phases.items() if k != m.peak_phase]
-    lines.append(f"  other phases: {'; '.join(others)}")
-    if m.ac_mode == "offload":
-        lines.append(f"  offloaded to the Grace: {m.offload_host_gib:.1f} GiB of {m.saved_activations_gib:.1f} GiB "
-                     f"saved activations (host usable per GPU ~{m.host_usable_gib:.0f} GiB)")
-    if pl.offload_traffic:
-        tr = pl.offload_traffic
-        lines.append(f"  offload traffic: {tr['gib_each_way']:.1f} GiB each way per micro-step = {tr['transfer_s']:.2f} s "
-                     f"over NVLink-C2C vs a {tr['micro_step_s']:.2f} s micro-step ({tr['share_of_micro_step']:.0%}, "
-                     f"overlapped with compute)")
-    lines.append("")
-    lines.append("total GiB per GPU by activation checkpointing       unshard_async_op on   off")
-    for mode, v in pl.variants.items():
-        mark = " <- configured" if mode == m.ac_mode else ""
-        fit = lambda g: "" if g <= m.hbm_gib else " (over)"  # noqa: E731
-        lines.append(f"  {mode:<50} {v['async']:8.1f}{fit(v['async']):7} {v['no_async']:7.1f}{fit(v['no_async'])}{mark}")
-    lines.append("  (without unshard_async_op: derived all-gather pool only; EUROPA measured ~14 GiB freed, the rest "
-                 "is fragmentation not modelled)")
-    lines.append("  (full AC recomputes every block's forward in backward: ~1/3 more FLOPs per token than below; "
-                 "selective and offload recompute only cheap ops)")
-    lines += [
-        "",
-        f"FLOPs per token {t.flops_per_token:.3e} = 6 x {_si(t.flops_per_token_matmul / 6)} active matmul params "
-        f"({t.flops_per_token_matmul:.3e}) + attention ({t.flops_per_token_attention:.3e}); "
-        f"6 x active = {t.flops_per_token_anchor:.3e}",
-        f"utilisation at {t.tokens_per_s_per_gpu:,.0f} tokens/s per GPU: {t.mfu:.1%} of {t.peak_flops / 1e12:.0f} TFLOP/s "
-        f"({t.tokens_per_s_per_gpu * t.flops_per_token / 1e12:.0f} TFLOP/s; {t.mfu_anchor:.1%} counting 6 x active only)",
-        f"step {t.tokens_per_step / 1e6:.2f}M tokens = {t.step_time_s:.1f} s; whole job {t.tokens_per_day / 1e9:.1f}B tokens/day "
-        f"on {t.gpus:,} GPUs",
-        f"planned {t.planned_tokens / 1e12:.3f}T tokens: {t.days:.1f} days, {t.gpu_hours:,.0f} GPU-hours, "
-        f"{t.total_flops:.2e} FLOPs = {t.total_flops / t.threshold_flops:.1%} of the EU AI Act's 1e25 "
-        f"({'ABOVE' if t.above_threshold else 'below'}; 1e25 is reached at {t.tokens_to_threshold / 1e12:.1f}T tokens)",
-    ]
-    for w in pl.warnings:
-        lines.append(f"warning: {w}")
-    return "\n".join(lines)
+def _what_if(work: Workload, hardware: Hardware) -> list[dict[str, Any]]:
+    """Node-limited routing with each dispatcher: what it changes for this layout (routing.py says why the
+    standard all-to-all gains nothing from it)."""
+    nodes = max(1, -(-work.expert_parallel // work.gpus_per_node))
+    if nodes <= 1:
+        return []
+    limited = work.num_expert_groups is not None
+    groups = work.num_expert_groups if limited else nodes
+    m = work.num_limited_groups if limited else min(WHAT_IF_LIMITED_GROUPS, nodes)
+    other = "deepep" if work.dispatcher == "standard" else "standard"
+    rows = []
+    if limited:
+        rows.append(("routing not limited", work.with_(num_expert_groups=None, num_limited_groups=None), ""))
+    else:
+        rows.append((f"node-limited routing, {m} of {groups} node groups", work.with_(num_expert_groups=groups,
+                     num_limited_groups=m), "[pretrain.moe] num_expert_groups / num_limited_groups"))
+    rows.append((f"... and comm_backend = \"{other}\"", work.with_(num_expert_groups=groups, num_limited_groups=m,
+                 dispatcher=other), "[pretrain.moe] comm_backend"))
+    return [{"label": label, "prediction": predict(w, hardware), "note": note} for label, w, note in rows]
