@@ -42,6 +42,10 @@ def _bounds(metadata: list[Any]) -> list[str]:
         for attr, sign in _BOUNDS.items():
             value = getattr(m, attr, None)
             if value is not None:
+                # one spelling for a whole-number bound: pydantic may hand it back as 0 or 0.0 depending on what
+                # else built a schema from the same field first
+                if isinstance(value, float) and value.is_integer():
+                    value = int(value)
                 out.append(f"{sign} {value}")
         pattern = getattr(m, "pattern", None)
         if pattern is not None:
