@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import logging
 import os
 from dataclasses import dataclass, field
@@ -52,7 +53,10 @@ def offline():
     os.environ.update(env)
     datasets.config.HF_HUB_OFFLINE = huggingface_hub.constants.HF_HUB_OFFLINE = True
     try:
-        yield
+        # tqdm reads TQDM_DISABLE when it is imported, so the bars datasets and lm-eval draw on stderr go to the
+        # run's log file instead of the terminal (the stage reports each task's outcome itself)
+        with contextlib.redirect_stderr(_ToLog("europa.lm_eval")):
+            yield
     finally:
         datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE = saved
         for k, v in saved_env.items():
@@ -60,6 +64,21 @@ def offline():
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+class _ToLog(io.TextIOBase):
+    """A text stream whose lines go to a logger (the run's log file), not to the terminal."""
+
+    def __init__(self, name: str):
+        self.log, self.buffer_ = logging.getLogger(name), ""
+
+    def write(self, text: str) -> int:
+        self.buffer_ += text.replace("\r", "\n")
+        *lines, self.buffer_ = self.buffer_.split("\n")
+        for line in lines:
+            if line.strip():
+                self.log.info(line.strip())
+        return len(text)
 
 
 @functools.lru_cache(maxsize=8)
