@@ -435,7 +435,8 @@ class SlurmCluster:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait(timeout=5)
-        survivors = _kill_all(_processes_of(self.root))  # slurmstepd and job processes outlive slurmd
+        # slurmstepd and job processes outlive slurmd (only when jobs could not be cancelled: slurmctld dead)
+        survivors = _kill_all(_processes_of(self.root), wait_s=3)
         if survivors:
             raise ClusterError(f"processes of {self.root} survived SIGKILL: {survivors}")
         if not (self.keep if keep is None else keep):
