@@ -1,4 +1,4 @@
-"""A real single-node Slurm on localhost, owned by the tests: munged, slurmctld, slurmd (and, for `sacct`,
+"""A real Slurm on localhost, owned by the tests: munged, slurmctld, one slurmd per node (and, for `sacct`,
 MariaDB + slurmdbd), each started in the foreground by this module and stopped by its pid.
 
 Why a real one: the pretrain stage's Slurm path (render, sbatch, squeue/sacct, scancel, time limits, srun)
@@ -51,6 +51,12 @@ class Profile:
     cpus: int = 8
     memory_mb: int = 8000
     gpus: int = 0               # > 0: Gres=gpu:N backed by /dev/tty1..N (there are no real GPUs)
+    nodes: int = 1              # > 1: one slurmd per node on this host (`slurmd -N n1`, own port), named n1..nN
+
+    def node_names(self, host: str) -> list[str]:
+        """One node: the host's own name (it resolves, as on a real cluster). More: n1..nN, which do not
+        resolve (all share 127.0.0.1): code that needs a node's address must ask Slurm (NodeAddr)."""
+        return [host] if self.nodes == 1 else [f"n{i}" for i in range(1, self.nodes + 1)]
 
     @property
     def gpu_files(self) -> list[str]:
@@ -59,6 +65,7 @@ class Profile:
 
 CPU = Profile("cpu", partition="cpu")
 FAKE_GPUS = Profile("gpus", partition="booster", gpus=4)  # JUPITER's partition name and 4 "GPUs" per node
+TWO_NODES = Profile("two-nodes", partition="cpu", cpus=4, memory_mb=4000, nodes=2)
 
 
 class ClusterError(RuntimeError):
@@ -208,6 +215,7 @@ class SlurmCluster:
         self.root: Path | None = None
         self.procs: dict[str, subprocess.Popen] = {}
         self.ports: dict[str, int] = {}
+        self.nodes: list[str] = []
         self.start_s: float | None = None
 
     # --- paths and environment ---------------------------------------------------------------------------
@@ -285,13 +293,14 @@ class SlurmCluster:
             os.chown(d, munge.pw_uid, munge.pw_gid)
         (self.root / "log" / "munge").mkdir(mode=0o700)
         os.chown(self.root / "log" / "munge", munge.pw_uid, munge.pw_gid)
-        names = ["slurmctld", "slurmd", *(["slurmdbd", "mariadb"] if self.accounting else [])]
+        self.nodes = self.profile.node_names(self.host)
+        names = ["slurmctld", *(f"slurmd-{n}" for n in self.nodes), *(["slurmdbd", "mariadb"] if self.accounting else [])]
         self.ports = dict(zip(names, free_ports(len(names))))
         (self.root / "etc" / "plugstack.conf").write_text("")  # not /etc/slurm/plugstack.conf's plugins
         self.conf.write_text(self.slurm_conf())
         if self.profile.gpus:
             (self.root / "etc" / "gres.conf").write_text(
-                f"NodeName={self.host} Name=gpu File=/dev/tty[1-{self.profile.gpus}]\n")
+                "".join(f"NodeName={n} Name=gpu File=/dev/tty[1-{self.profile.gpus}]\n" for n in self.nodes))
 
     def slurm_conf(self) -> str:
         r, p = self._root, self.profile
@@ -299,13 +308,13 @@ class SlurmCluster:
             "ClusterName": self.name.replace("-", "_"),
             "SlurmctldHost": f"{self.host}(127.0.0.1)",
             "SlurmctldPort": str(self.ports["slurmctld"]),
-            "SlurmdPort": str(self.ports["slurmd"]),
+            "SlurmdPort": str(self.ports[f"slurmd-{self.nodes[0]}"]),  # each node line names its own Port
             "SlurmUser": "root", "SlurmdUser": "root",
             "AuthType": "auth/munge", "CredType": "cred/munge",
             "AuthInfo": f"socket={self.munge_socket}",
-            "StateSaveLocation": f"{r}/state", "SlurmdSpoolDir": f"{r}/spool",
-            "SlurmctldPidFile": f"{r}/run/slurmctld.pid", "SlurmdPidFile": f"{r}/run/slurmd.pid",
-            "SlurmctldLogFile": f"{r}/log/slurmctld.log", "SlurmdLogFile": f"{r}/log/slurmd.log",
+            "StateSaveLocation": f"{r}/state", "SlurmdSpoolDir": f"{r}/spool/%n",
+            "SlurmctldPidFile": f"{r}/run/slurmctld.pid", "SlurmdPidFile": f"{r}/run/slurmd-%n.pid",
+            "SlurmctldLogFile": f"{r}/log/slurmctld.log", "SlurmdLogFile": f"{r}/log/slurmd-%n.log",
             "PlugStackConfig": f"{r}/etc/plugstack.conf",
             "SelectType": "select/cons_tres", "SelectTypeParameters": "CR_Core",
             "ProctrackType": "proctrack/linuxproc", "TaskPlugin": "task/none",
@@ -324,11 +333,13 @@ class SlurmCluster:
         if p.gpus:
             keys["GresTypes"] = "gpu"
         keys.update(self.settings)
-        node = (f"NodeName={self.host} NodeAddr=127.0.0.1 CPUs={p.cpus} Boards=1 SocketsPerBoard=1 "
-                f"CoresPerSocket={p.cpus} ThreadsPerCore=1 RealMemory={p.memory_mb}"
-                + (f" Gres=gpu:{p.gpus}" if p.gpus else "") + " State=UNKNOWN")
-        part = f"PartitionName={p.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
-        return "".join(f"{k}={v}\n" for k, v in keys.items()) + node + "\n" + part + "\n"
+        nodes = "".join(
+            f"NodeName={n} NodeHostname={self.host} NodeAddr=127.0.0.1 Port={self.ports[f'slurmd-{n}']} "
+            f"CPUs={p.cpus} Boards=1 SocketsPerBoard=1 CoresPerSocket={p.cpus} ThreadsPerCore=1 "
+            f"RealMemory={p.memory_mb}" + (f" Gres=gpu:{p.gpus}" if p.gpus else "") + " State=UNKNOWN\n"
+            for n in self.nodes)
+        part = f"PartitionName={p.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n"
+        return "".join(f"{k}={v}\n" for k, v in keys.items()) + nodes + part
 
     def _spawn(self, name: str, cmd: list[str], **kw) -> subprocess.Popen:
         out = open(self.log_dir / f"{name}.stdout", "ab")
@@ -375,11 +386,13 @@ class SlurmCluster:
         conf = str(self.conf)
         self._spawn("slurmctld", ["slurmctld", "-D", "-f", conf])
         self._wait("slurmctld", lambda: self._ok("scontrol", "ping"), timeout)
-        self._spawn("slurmd", ["slurmd", "-D", "-f", conf])
-        self._wait("slurmd", lambda: self.node_state() == "idle", timeout)
+        for n in self.nodes:
+            self._spawn(f"slurmd-{n}", ["slurmd", "-D", "-N", n, "-f", conf])
+        for n in self.nodes:
+            self._wait(f"slurmd-{n}", lambda: self.node_state() == "idle", timeout)
         if self.profile.gpus:
-            gres = self.run("scontrol", "show", "node", self.host).stdout
-            if f"Gres=gpu:{self.profile.gpus}" not in gres:
+            gres = self.run("scontrol", "show", "node").stdout
+            if gres.count(f"Gres=gpu:{self.profile.gpus}") != len(self.nodes):
                 raise ClusterError(f"slurmd does not advertise gpu:{self.profile.gpus}: {gres.strip()[:300]}")
 
     def _start_accounting(self, timeout: float) -> None:
@@ -424,7 +437,7 @@ class SlurmCluster:
                 deadline = time.monotonic() + 15
                 while self.run("squeue", "-h", "-o", "%i").stdout.strip() and time.monotonic() < deadline:
                     time.sleep(0.1)
-        for name in ("slurmd", "slurmctld", "slurmdbd", "mariadb", "munged"):
+        for name in (*(f"slurmd-{n}" for n in self.nodes), "slurmctld", "slurmdbd", "mariadb", "munged"):
             proc = self.procs.pop(name, None)
             if proc is None:
                 continue
@@ -449,8 +462,9 @@ class SlurmCluster:
         return subprocess.run(list(cmd), env=self.env, capture_output=True, text=True, timeout=timeout, check=check)
 
     def node_state(self) -> str:
+        """"idle" when every node is; else the distinct states, space-separated ("" without an answer)."""
         r = self.run("sinfo", "-h", "-N", "-o", "%T")
-        return r.stdout.strip() if r.returncode == 0 else ""
+        return " ".join(sorted(set(r.stdout.split()))) if r.returncode == 0 else ""
 
     def sbatch(self, script: str | Path, *options: str, cwd: Path | None = None) -> str:
         """Submit a script (its text, or a path) with `sbatch --parsable`; returns the job id. Text is written

@@ -4,10 +4,11 @@
         job = slurm_cluster.sbatch("#!/bin/bash\\ntrue\\n")
     def test_y(slurm_cluster_accounting): ...   # CPU node + MariaDB + slurmdbd: sacct works
     def test_z(slurm_cluster_gpus): ...         # Gres=gpu:4 (fake: /dev/tty1-4), partition "booster"
+    def test_v(slurm_cluster_two_nodes): ...    # nodes n1, n2 (4 CPUs each; two slurmd on this host)
     def test_w(slurm_cluster_factory):          # a private cluster with its own slurm.conf keys
         c = slurm_cluster_factory(settings={"MinJobAge": "2"})
 
-The three named clusters start once per session on first use (~0.2 s; ~2 s with accounting) and may run
+The four named clusters start once per session on first use (~0.2 s; ~2 s with accounting) and may run
 at the same time (own folders, ports and munged). Each test that asks for one gets SLURM_CONF exported for
 its duration (restored after), so code under test that calls sbatch/squeue itself talks to that cluster.
 Factory clusters are stopped at the end of their test.
@@ -28,7 +29,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from tests.slurm.cluster import CPU, FAKE_GPUS, SlurmCluster, missing
+from tests.slurm.cluster import CPU, FAKE_GPUS, TWO_NODES, SlurmCluster, missing
 
 REQUIRE_ENV = "EUROPA_REQUIRE_SLURM"
 
@@ -73,6 +74,11 @@ def _slurm_gpus() -> Iterator[SlurmCluster]:
     yield from _session_cluster(FAKE_GPUS, False)
 
 
+@pytest.fixture(scope="session")
+def _slurm_two_nodes() -> Iterator[SlurmCluster]:
+    yield from _session_cluster(TWO_NODES, False)
+
+
 @pytest.fixture
 def slurm_cluster(_slurm_cpu, monkeypatch) -> SlurmCluster:
     """The session's CPU cluster without accounting; SLURM_CONF exported for this test."""
@@ -92,6 +98,14 @@ def slurm_cluster_gpus(_slurm_gpus, monkeypatch) -> SlurmCluster:
     """The session's fake-GPU cluster (Gres=gpu:4, partition booster); SLURM_CONF exported for this test."""
     monkeypatch.setenv("SLURM_CONF", str(_slurm_gpus.conf))
     return _slurm_gpus
+
+
+@pytest.fixture
+def slurm_cluster_two_nodes(_slurm_two_nodes, monkeypatch) -> SlurmCluster:
+    """The session's two-node CPU cluster (n1, n2: one slurmd each on this host, same address, names that do
+    not resolve); SLURM_CONF exported for this test."""
+    monkeypatch.setenv("SLURM_CONF", str(_slurm_two_nodes.conf))
+    return _slurm_two_nodes
 
 
 @pytest.fixture
