@@ -158,8 +158,8 @@ def run_stages(run_dir: RunDir, config: PipelineConfig, stages: list[str], force
     run; Prefect's own console messages go to the run's log file (pipeline/commands.py run_log), not the terminal."""
     _CONFIGS[str(run_dir.path)] = config
     try:
-        temporary_server_outside_ctrl_c()
         with prefect_console_to_run_log():
+            temporary_server_outside_ctrl_c()
             named = pipeline_flow.with_options(flow_run_name=f"{run_dir.path.name}: {' -> '.join(stages)}")
             return named(str(run_dir.path), stages, forced)
     finally:

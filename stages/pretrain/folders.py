@@ -9,8 +9,9 @@ folder whose recorded training is this one, with the keys that are launch-only n
 Adopting renames the folder into place, or, while a Slurm job of it is queued or running (it writes to the old
 path), links the new name to it.
 
-Job folders with checkpoints are never deleted without --force (PretrainStage.keep_work); one that cannot be
-matched (other settings, or written before training.json existed) is named when a new folder starts at step 0.
+Job folders with checkpoints are never deleted without --force (PretrainStage.keep_work); one of other settings
+is named when a new folder starts at step 0, and one written before training.json existed, which cannot be
+told apart, stops the stage with the command that continues it and the way to start afresh instead.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from europa_model.checkpoints import complete_checkpoints
 from pipeline import progress
 from pipeline.fsutil import atomic_write_text
+from pipeline.stage import StageError
 
 if TYPE_CHECKING:
     from pipeline.stage import StageContext
@@ -66,19 +68,26 @@ def settle_job_folder(ctx: StageContext) -> Path:
         others = [f for f in sorted(job.parent.parent.glob("*/job"))
                   if f.parent != job.parent and not f.parent.is_symlink() and _started(f)]
         same = [f for f in others if recorded_training(f, launch_only) == mine]
+        legacy = [f for f in others if not (f / TRAINING).exists() and complete_checkpoints(f)]
         if same:
             source = max(same, key=_newest_step)
             _adopt(source, job)
             done = complete_checkpoints(job)
             progress.note(ctx.stage, f"continuing the same training in {source}"
                           + (f" (newest checkpoint {done[-1].name})" if done else "") + f"; its folder is now {job}")
+        elif legacy:
+            old = legacy[0]
+            raise StageError(
+                f"stage {ctx.stage}: {old} holds checkpoints (newest {complete_checkpoints(old)[-1].name}) written before "
+                f"job folders recorded what they train, so whether they are this training cannot be told; to "
+                f"continue them: `mv {old.parent} {job.parent}` and rerun; to start afresh: move or delete "
+                f"{old.parent} (or rerun with --force, which deletes every pretrain work folder)")
         else:
             kept = [f for f in others if complete_checkpoints(f)]
             if kept:
                 listed = "; ".join(f"{f} (newest {complete_checkpoints(f)[-1].name})" for f in kept)
-                progress.note(ctx.stage, f"starting a new job folder {job}: the checkpoints in {listed} are of other "
-                                         "settings (or from before job folders recorded theirs) and are kept; if one is "
-                                         f"this training, stop, move it to {job} and rerun")
+                progress.note(ctx.stage, f"starting a new job folder {job} at step 0: the checkpoints in {listed} are "
+                                         "of other settings and are kept")
     job.mkdir(parents=True, exist_ok=True)
     record = {"fingerprint": ctx.fingerprint, "inputs": mine}
     path = job / TRAINING

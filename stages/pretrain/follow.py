@@ -28,11 +28,13 @@ class SlurmFollower:
         self._seen = {c.step for c in complete_checkpoints(job)}
 
     def wait_until_known(self, job_id: str) -> JobStatus:
-        """The job's status once Slurm answers about it (never a guess: no resubmission while it may run)."""
+        """The job's status once Slurm answers about it (never a guess: no resubmission while it may run). Only
+        an unanswered question is reported here; the state itself by whoever acts on it."""
         while True:
-            status = self._poll(job_id)
+            status = self._poll(job_id, report=False)
             if status.state != UNREACHABLE:
                 return status
+            self._report(status)
             time.sleep(self.poll_s)
 
     def until_finished(self, job_id: str) -> JobStatus:
@@ -55,15 +57,21 @@ class SlurmFollower:
                 return status
             time.sleep(self.poll_s)
 
-    def _poll(self, job_id: str) -> JobStatus:
+    def _poll(self, job_id: str, report: bool = True) -> JobStatus:
         status = slurm.job_status(job_id)
         self.last = status
-        shown = (job_id, status.state, status.reason if status.state in ("PENDING", UNREACHABLE) else "")
-        if shown != self._shown:
-            self._shown = shown
-            if status.state == UNREACHABLE:
-                progress.note(self.stage, f"cannot ask Slurm about job {job_id} ({status.reason}); the job may be "
-                                          f"running: asking again every {self.poll_s:g} s")
-            else:
-                progress.note(self.stage, f"Slurm job {job_id} {status.describe()}")
+        if report:
+            self._report(status)
         return status
+
+    def _report(self, status: JobStatus) -> None:
+        """A line when the job's state (or, pending or unreachable, its reason) differs from the last one shown."""
+        shown = (status.job_id, status.state, status.reason if status.state in ("PENDING", UNREACHABLE) else "")
+        if shown == self._shown:
+            return
+        self._shown = shown
+        if status.state == UNREACHABLE:
+            progress.note(self.stage, f"cannot ask Slurm about job {status.job_id} ({status.reason}); the job may be "
+                                      f"running: asking again every {self.poll_s:g} s")
+        else:
+            progress.note(self.stage, f"Slurm job {status.job_id} {status.describe()}")

@@ -164,24 +164,28 @@ class PretrainStage:
 
         follow = SlurmFollower(self.name, job, ctx.settings.slurm.poll_interval_s)
         last = slurm.last_job(job)
-        status = follow.wait_until_known(last["job_id"]) if last else None
-        if status is None or status.finished:
-            if status is not None:
-                progress.note(self.name, f"Slurm job {status.job_id} {status.describe()}; submitting a new job, "
-                                         "which resumes from the newest checkpoint")
-            clear_failures(job)
-            job_id, rendered = submit_training_job(ctx, record_attempt=False)
-            progress.note(self.name, f"submitted Slurm job {job_id} ({rendered.script_path}); following it")
-        else:
-            job_id = last["job_id"]
-            progress.note(self.name, f"following Slurm job {job_id}, submitted earlier for {job}")
+        following = last["job_id"] if last else None  # a job that may be queued or running
         try:
-            status = follow.until_finished(job_id)
+            status = follow.wait_until_known(following) if following else None
+            if status is None or status.finished:
+                following = None
+                if status is not None:
+                    progress.note(self.name, f"Slurm job {status.job_id} {status.describe()}; submitting a new job, "
+                                             "which resumes from the newest checkpoint")
+                clear_failures(job)
+                following, rendered = submit_training_job(ctx, record_attempt=False)
+                progress.note(self.name, f"submitted Slurm job {following} ({rendered.script_path}); following it")
+            else:
+                progress.note(self.name, f"following Slurm job {following}, submitted earlier for {job}")
+            status = follow.until_finished(following)
         except KeyboardInterrupt:
+            if following is None:
+                raise
+            state = follow.last.describe() if follow.last and follow.last.job_id == following else "state unknown"
             raise Detached(
-                f"stopped following Slurm job {job_id}, which keeps running ({follow.last.describe() if follow.last else 'state unknown'}); "
-                f"follow it again with `europa stage {self.name} --run-dir {ctx.run_dir.path}`, cancel it with "
-                f"`scancel {job_id}`") from None
+                f"stopped following Slurm job {following}, which keeps running ({state}); follow it again with "
+                f"`europa stage {self.name} --run-dir {ctx.run_dir.path}`, cancel it with `scancel {following}`") from None
+        job_id = following
         done = complete_checkpoints(job)
         if done and done[-1].step >= ctx.settings.steps:
             if status.state != "COMPLETED":

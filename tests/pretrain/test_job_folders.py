@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from europa_model.checkpoints import complete_checkpoints
 from pipeline.cli import main
 from pipeline.config import load_config
@@ -62,19 +64,28 @@ def test_the_same_training_under_another_name_is_continued_and_other_checkpoints
     assert not other.exists()
 
 
-def test_a_new_folder_names_the_checkpoints_it_does_not_continue(tmp_path, data_run, udhr_dir, trained_run, capsys):
-    """Folders of other settings, or from before job folders recorded their training, are not guessed at: a new
-    job folder starts at step 0 and says which checkpoints it leaves alone and how to continue one."""
+def test_checkpoints_of_other_settings_are_named_and_unrecorded_ones_stop_the_stage(tmp_path, data_run, udhr_dir,
+                                                                                   trained_run, capsys):
+    """A folder of other settings is named when a new one starts at step 0; a folder from before job folders
+    recorded their training is not guessed at: the stage stops, with the command that continues it."""
+    from pipeline.stage import StageError
     from stages.pretrain.folders import settle_job_folder
 
     _, reference = trained_run
     cfg, run_dir = make_run(tmp_path, data_run, udhr_dir)
     ctx = build_context(RunDir(run_dir), load_config(cfg), "pretrain")
+    mine = current_training(ctx)
+    other = seeded_folder(run_dir, "1111111111111111", reference / "pretrain",
+                          {**mine, "config": {**mine["config"], "steps": 600}}, upto=3)
     legacy = seeded_folder(run_dir, "2222222222222222", reference / "pretrain", {}, upto=3)
     (legacy / TRAINING).unlink()
+    with pytest.raises(StageError, match=rf"{legacy} holds checkpoints \(newest step-3\) written before job folders "
+                                          rf"recorded what they train.*`mv {legacy.parent} {ctx.job_dir.parent}`"):
+        settle_job_folder(ctx)
+    assert not ctx.job_dir.exists()
+    shutil.rmtree(legacy.parent)
     capsys.readouterr()
     assert settle_job_folder(ctx) == ctx.job_dir
     err = capsys.readouterr().err
-    assert f"starting a new job folder {ctx.job_dir}: the checkpoints in {legacy} (newest step-3) are of other settings" in err
-    assert f"move it to {ctx.job_dir} and rerun" in err
-    assert json.loads((ctx.job_dir / TRAINING).read_text())["fingerprint"] == ctx.fingerprint and legacy.exists()
+    assert f"starting a new job folder {ctx.job_dir} at step 0: the checkpoints in {other} (newest step-3) are of other" in err
+    assert json.loads((ctx.job_dir / TRAINING).read_text())["fingerprint"] == ctx.fingerprint and other.exists()
