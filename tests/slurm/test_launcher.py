@@ -96,8 +96,9 @@ def started_at_steps(folder: Path) -> list[int]:
 
 @pytest.fixture(scope="module")
 def timeout_run(_slurm_cpu, tmp_path_factory, data_run, udhr_dir):
-    """A job with a 1-minute limit, submitted by `europa launch --submit`; a thread pauses its ranks once they
-    have written a checkpoint (and before the last step), so the time limit ends it mid-training."""
+    """A job with a 1-minute limit, submitted by `europa launch --submit` and followed by `europa stage pretrain`
+    in a process of its own; a thread pauses its ranks once they have written a checkpoint (and before the last
+    step), so the time limit ends it mid-training."""
     cluster = _slurm_cpu
     tmp = tmp_path_factory.mktemp("timeout")
     cfg, run_dir = slurm_run(tmp, data_run, udhr_dir, steps="40", **{"checkpoint.interval": "2",
@@ -120,8 +121,17 @@ def timeout_run(_slurm_cpu, tmp_path_factory, data_run, udhr_dir):
 
     thread = threading.Thread(target=pause_after_a_checkpoint, daemon=True)
     thread.start()
-    return {"cfg": cfg, "run_dir": run_dir, "job": job, "job_id": job_id, "thread": thread, "paused": paused,
-            "cluster": cluster}
+    # the stage follows the job meanwhile, in its own process (the other tests use this one)
+    log = tmp / "follow.err"
+    with open(log, "w") as err:
+        follower = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "stage", "pretrain", "--config", str(cfg),
+                                     "--run-dir", str(run_dir)], cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=err,
+                                    env={**os.environ, "SLURM_CONF": str(cluster.conf)}, start_new_session=True)
+    yield {"cfg": cfg, "run_dir": run_dir, "job": job, "job_id": job_id, "thread": thread, "paused": paused,
+           "cluster": cluster, "follower": follower, "log": log}
+    if follower.poll() is None:
+        os.killpg(follower.pid, signal.SIGKILL)
+        follower.wait()
 
 
 def test_a_time_limited_job_is_submitted_first(timeout_run):
@@ -319,17 +329,19 @@ def test_timeout_then_a_raised_time_limit_resumes_the_same_checkpoints(timeout_r
     if "error" in r["paused"]:
         raise r["paused"]["error"]
     paused_at = r["paused"]["step"]
+    # the stage that followed the job since its submission ends with the TIMEOUT, the fix and the output's verdict
+    assert r["follower"].wait(timeout=150) == 1
+    err = r["log"].read_text()
+    assert f"Slurm job {job_id} ended TIMEOUT; newest checkpoint step-" in err and "raise [pretrain.slurm] time_limit" in err
+    assert "DUE TO TIME LIMIT" in err  # Slurm's verdict, from slurm-<id>.out
+    reached = complete_checkpoints(job)[-1].step
+    assert 0 < paused_at <= reached < 40
+
+    cfg.write_text(cfg.read_text().replace('time_limit = "00:01:00"', 'time_limit = "00:10:00"'))
     capsys.readouterr()
     with r["cluster"].activate():
-        assert stage(cfg, run_dir) == 1  # follows the job, which runs out of time
-        err = capsys.readouterr().err
-        assert f"Slurm job {job_id} ended TIMEOUT; newest checkpoint step-" in err and "raise [pretrain.slurm] time_limit" in err
-        assert "DUE TO TIME LIMIT" in err  # the tail of slurm-<id>.out
-        reached = complete_checkpoints(job)[-1].step
-        assert reached >= paused_at
-
-        cfg.write_text(cfg.read_text().replace('time_limit = "00:01:00"', 'time_limit = "00:10:00"'))
         assert main(["status", "--config", str(cfg), "--run-dir", str(run_dir)]) == 0
+        assert "pretrain    failed" in capsys.readouterr().out  # failed, not stale: the limit is launch-only
         assert stage(cfg, run_dir) == 0
     err = capsys.readouterr().err
     assert f"Slurm job {job_id} TIMEOUT; submitting a new job" in err
