@@ -82,9 +82,10 @@ def cmd_plan(args) -> int:
     _, config = resolve_run(args)
     tokenizer = config.stages.get("tokenizer")
     settings = config.section(STAGE)
-    hardware, _ = planner_hardware(settings)
+    hardware, notes = planner_hardware(settings)  # the machine profile's view ([pretrain.machine])
     report = plan(settings, getattr(tokenizer, "vocab_size", None), hardware=hardware,
                   tokens_per_s_per_gpu=args.tokens_per_s or EUROPA_TOKENS_PER_S_PER_GPU)
+    report.warnings += [n for n in notes if n not in report.warnings]
     print(report.to_json() if args.json else report.text())
     return 0
 

@@ -230,7 +230,7 @@ class MachineConfig(StrictModel):
             cores_per_node=self.cpus_per_node, memory_gib_per_node=self.memory_gib,
             hbm_gib=self.gpu_memory_gib or 0.0, peak_bf16_flops=self.gpu_peak_flops or 0.0,
             host_gib_per_gpu=self.memory_gib / gpus if gpus else 0.0, host_reserve_gib=4.0 if gpus else 0.0,
-            c2c_gb_per_s=0.0, runtime_reserve_gib=4.0 if gpus else 0.0,
+            runtime_reserve_gib=4.0 if gpus else 0.0,
             max_time_hours=time_limit_hours(self.max_time) if self.max_time else None,
             network_interfaces=tuple(self.network_interfaces or ()), hostname_suffix=self.hostname_suffix or "",
             numa_binding=self.numa_binding or "none", account_required=bool(self.account_required),

@@ -122,6 +122,9 @@ def planner_hardware(settings: PretrainConfig) -> tuple[Hardware, list[str]]:
         hw = replace(hw, peak_bf16_flops=NOMINAL_PEAK_FLOPS)
         notes.append(f"the plan's utilisation assumes a nominal {NOMINAL_PEAK_FLOPS / 1e12:.0f} TFLOP/s per rank: set "
                      "[pretrain] peak_flops_per_device (or [pretrain.machine] gpu_peak_flops) for real figures")
+    if hw.preset is None and hw.has_gpus:
+        notes.append("[pretrain.machine] is a profile of its own: the planner's predicted throughput takes JUPITER's "
+                     "NVLink, InfiniBand and HBM bandwidths for it (only memory and peak FLOP/s are the profile's)")
     return hw, notes
 
 
