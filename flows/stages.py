@@ -159,10 +159,35 @@ def run_stages(run_dir: RunDir, config: PipelineConfig, stages: list[str], force
     _CONFIGS[str(run_dir.path)] = config
     try:
         with prefect_console_to_run_log():
+            temporary_server_outside_ctrl_c()
             named = pipeline_flow.with_options(flow_run_name=f"{run_dir.path.name}: {' -> '.join(stages)}")
             return named(str(run_dir.path), stages, forced)
     finally:
         _CONFIGS.pop(str(run_dir.path), None)
+
+
+def temporary_server_outside_ctrl_c() -> None:
+    """Start Prefect's temporary API server (when it would start one: no PREFECT_API_URL) with SIGINT blocked,
+    which its process inherits. A Ctrl-C on the terminal reaches every process of the foreground group; without
+    this it also ended the server, and the flow engine then spent minutes retrying to record the interrupted
+    flow runs against it instead of exiting (the first Ctrl-C did not stop `europa stage pretrain` following a
+    Slurm job). The server still stops on SIGTERM, as Prefect stops it at exit; a Ctrl-C pressed while it
+    starts is delivered right after."""
+    import signal
+
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED
+
+    if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
+        return
+    server = SubprocessASGIServer()  # the instance Prefect's clients use
+    if server.running:
+        return
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        server.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 @contextmanager

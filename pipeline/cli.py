@@ -57,7 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return args.handler(args)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        from pipeline.stage import Detached
+
+        if isinstance(e, Detached):  # the stage was following work that goes on (a Slurm job): it says how
+            print(f"europa: interrupted: {e}", file=sys.stderr)
+            return EXIT_INTERRUPTED
         return _fail("interrupted; finished units are kept and a rerun resumes from them", EXIT_INTERRUPTED)
     except OSError as e:  # the file system said no: say which path and what to do about it
         if os.environ.get("EUROPA_DEBUG"):

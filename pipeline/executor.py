@@ -20,6 +20,7 @@ import time
 import traceback
 from dataclasses import dataclass, replace
 from importlib import metadata
+from pathlib import Path
 from typing import Any, Callable
 
 from pipeline import progress
@@ -32,7 +33,7 @@ from pipeline.registry import DEPENDS_ON, STAGE_NAMES, get_stage
 from pipeline.retry import retrying
 from pipeline.rundir import RunDir, utc_now
 from pipeline.secrets import redact
-from pipeline.stage import StageContext, StageError, StageOutcome, StepResults, Unit, UnitStage
+from pipeline.stage import Detached, StageContext, StageError, StageOutcome, StepResults, Unit, UnitStage
 
 UNIT_RESULT = "result.json"  # written last into a unit folder: its completion marker
 RETRIES = "_retries"  # key of a unit's result that carries the retries it took (taken out before finalize)
@@ -59,7 +60,9 @@ def fingerprinted_settings(stage: Any, ctx: StageContext) -> dict[str, Any]:
     return settings
 
 
-def _fingerprint_inputs(stage: Any, ctx: StageContext) -> dict[str, Any]:
+def fingerprint_inputs(stage: Any, ctx: StageContext) -> dict[str, Any]:
+    """What a stage's fingerprint hashes (a long job records it in its folder, so a later version can tell
+    whether a folder holds the same training: stages/pretrain/folders.py)."""
     return {
         "stage": ctx.stage,
         "run": redact(ctx.config.run.model_dump(mode="json")),
@@ -93,7 +96,7 @@ def build_context(run_dir: RunDir, config: PipelineConfig, name: str, *, require
     records = {dep: load_record(run_dir, dep, m, name) for dep, m in upstream.items()} if load_records else {}
     stage = get_stage(name)
     ctx = StageContext(run_dir, config, name, "", upstream, records)
-    ctx.fingerprint = digest(_fingerprint_inputs(stage, ctx))
+    ctx.fingerprint = digest(fingerprint_inputs(stage, ctx))
     return ctx
 
 
@@ -234,8 +237,8 @@ def execute_stage(
     job_dir = ctx.job_dir if getattr(stage, "long_job", False) else None
     run_dir.record_attempt(name, "running", ctx.fingerprint, job_dir=job_dir)
     try:
-        if force:  # forced means from scratch, not from the units (or the job) of an earlier attempt
-            shutil.rmtree(ctx.work_dir, ignore_errors=True)
+        if force:  # forced means from scratch, not from the units (or the job) of any earlier attempt
+            run_dir.remove_work(name)
         retries: dict[str, int] = {}
         if isinstance(stage, UnitStage):
             done = run_steps(stage, ctx, mapper or map_units_locally, retries)
@@ -249,10 +252,14 @@ def execute_stage(
         manifest.retries = dict(sorted(retries.items()))
         atomic_write_text(staging / "manifest.json", manifest.to_json())
         run_dir.publish(name)
-        run_dir.remove_work(name)
+        remove_work(run_dir, name, ctx.work_dir)
         run_dir.clear_attempt(name)
         progress.stage_finished(name, manifest)
         return manifest, True
+    except Detached as e:  # the work goes on without us (a Slurm job): still submitted, not failed
+        shutil.rmtree(run_dir.staging_dir(name), ignore_errors=True)
+        run_dir.record_attempt(name, "submitted", ctx.fingerprint, job_dir=job_dir, detail=str(e))
+        raise
     except BaseException as e:
         shutil.rmtree(run_dir.staging_dir(name), ignore_errors=True)
         error = str(e) if isinstance(e, (EuropaError, OSError)) else f"{type(e).__name__}: {e}"
@@ -289,10 +296,20 @@ def tidy(run_dir: RunDir, name: str) -> None:
     folder, a swapped-out old one), which only a rerun with other settings could have used."""
     if run_dir.attempt(name) is not None:
         run_dir.clear_attempt(name)
-    run_dir.remove_work(name)
+    remove_work(run_dir, name)
     shutil.rmtree(run_dir.staging_dir(name), ignore_errors=True)
     for trash in run_dir.path.glob(f".trash/{name}-*"):
         shutil.rmtree(trash, ignore_errors=True)
+
+
+def remove_work(run_dir: RunDir, name: str, published: Path | None = None) -> None:
+    """Delete the stage's work folders, except those it must keep (`keep_work`: a long job's checkpoints of other
+    settings, days of training that only --force may delete); `published` (the folder whose output was just
+    published) always goes. What is kept is said, every time."""
+    keep = getattr(get_stage(name), "keep_work", None)
+    for folder in run_dir.remove_work(name, keep=keep, published=published):
+        progress.note(name, f"kept {folder}: it holds work of other settings (a long job's checkpoints); delete it "
+                            f"by hand when it is no longer needed, or rerun with --force")
 
 
 def run_stages(run_dir: RunDir, config: PipelineConfig, stages: list[str], forced: list[str]) -> list[dict[str, Any]]:

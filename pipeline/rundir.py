@@ -23,7 +23,7 @@ import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from pipeline import fsutil
 from pipeline.manifest import Manifest, read_manifest
@@ -163,8 +163,27 @@ class RunDir:
             shutil.rmtree(trash)
         return final
 
-    def remove_work(self, stage: str) -> None:
-        shutil.rmtree(self.path / ".work" / stage, ignore_errors=True)
+    def remove_work(self, stage: str, *, keep: Callable[[Path], bool] | None = None,
+                    published: Path | None = None) -> list[Path]:
+        """Delete the stage's work folders (all of them, or all but those `keep` says must stay; `published`, the
+        one just published, always goes); links between them (an adopted job folder) are unlinked, never
+        followed. Returns the folders kept."""
+        root = self.path / ".work" / stage
+        if keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+            return []
+        current = published.resolve() if published is not None else None
+        kept = []
+        for folder in sorted(root.iterdir()) if root.is_dir() else []:
+            if folder.is_symlink():
+                folder.unlink()
+            elif folder.resolve() != current and keep(folder):
+                kept.append(folder)
+            else:
+                shutil.rmtree(folder, ignore_errors=True)
+        if not kept:
+            shutil.rmtree(root, ignore_errors=True)
+        return kept
 
     # --- the lock -----------------------------------------------------------------------------------
     def is_locked(self) -> bool:

@@ -101,6 +101,12 @@ class InputError(StageError):
     exit_code = 2
 
 
+class Detached(KeyboardInterrupt):
+    """Interrupted while following work that goes on without us (a submitted Slurm job): the attempt stays
+    *submitted*, and the message says how to follow the work again and how to stop it. A KeyboardInterrupt, so
+    every engine unwinds as it does for Ctrl-C (exit 130)."""
+
+
 @runtime_checkable
 class UnitStage(Protocol):
     name: ClassVar[str]
@@ -129,7 +135,8 @@ class RunStage(Protocol):
     name: ClassVar[str]
     code_version: ClassVar[str]
     # optional: long_job = True (runs in ctx.job_dir); launch_only_settings = ("slurm",): keys of its section
-    # that decide where and how it runs, not what it produces, so they stay out of its fingerprint
+    # that decide where and how it runs, not what it produces, so they stay out of its fingerprint;
+    # keep_work(folder) -> bool: a work folder of other settings that must outlive a publish (checkpoints)
 
     def input_signature(self, ctx: StageContext) -> Any: ...
 

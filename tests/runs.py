@@ -24,13 +24,13 @@ def pretrain_section(**overrides) -> str:
     lines = {"flavor": '"tiny"', "seq_len": "64", "local_batch_size": "4", "steps": "6", "log_every": "1"}
     lines.update({k: v for k, v in overrides.items() if "." not in k})
     body = "[pretrain]\n" + "".join(f"{k} = {v}\n" for k, v in lines.items())
-    tables: dict[str, list[str]] = {"schedule": ["warmup_steps = 2"], "checkpoint": ["interval = 3"]}
+    tables: dict[str, dict[str, str]] = {"schedule": {"warmup_steps": "2"}, "checkpoint": {"interval": "3"}}
     for k, v in overrides.items():
         if "." in k:
             table, key = k.split(".", 1)
-            tables.setdefault(table, []).append(f"{key} = {v}")
+            tables.setdefault(table, {})[key] = v
     for table, entries in tables.items():
-        body += f"[pretrain.{table}]\n" + "".join(e + "\n" for e in entries)
+        body += f"[pretrain.{table}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items())
     return body
 
 

@@ -80,8 +80,8 @@ class EvalJobConfig(StrictModel):
     routed experts over `expert_parallel` of them (torchtitan's parallelize), for checkpoints no device holds."""
 
     launcher: Literal["local", "torchrun", "slurm"] = "local"
-    nodes: int = Field(1, ge=1, description="slurm: nodes of the evaluation job (GPUs: [pretrain.slurm] gpus_per_node each).")
-    processes_per_node: int = Field(1, ge=1, description="torchrun: ranks on this machine (slurm: [pretrain.slurm] gpus_per_node).")
+    nodes: int = Field(1, ge=1, description="slurm: nodes of the evaluation job (each with [pretrain.parallelism] processes_per_node ranks: one per GPU of [pretrain.machine]).")
+    processes_per_node: int = Field(1, ge=1, description="torchrun: ranks on this machine (slurm: [pretrain.parallelism] processes_per_node per node).")
     expert_parallel: int = Field(1, ge=1, description="Ranks the routed experts are spread over; must divide the ranks.")
     precision: Literal["float32", "bfloat16"] = Field(
         "float32", description="Parameter dtype, stored and computed: bfloat16 halves the memory per rank; float32 gives the one-process figures.")

@@ -1,5 +1,5 @@
 """The pretrain stage's commands: `europa plan` (will a layout fit, how fast, how long), `europa launch
-jupiter` (render the Slurm job for review, or submit it into the stage's job folder), and the two through
+jupiter|slurm` (render the Slurm job for review, or submit it into the stage's job folder), and the two through
 which the model leaves the pipeline: `europa export hf` (a checkpoint as a Hugging Face model folder with its
 model card) and `europa generate` (text from a checkpoint, through that export). Light at import: the
 planner, launcher, torch and transformers load in the handlers."""
@@ -20,14 +20,15 @@ EXPORT_DIR = "export"  # <run>/export/step-<N>-<dtype>/: `europa export hf` with
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    la = sub.add_parser("launch", help="render (and submit) the pretraining job for JUPITER's Slurm",
-                        description="Validate [pretrain] for JUPITER (layout, memory estimate), render the sbatch "
-                        "script into <run>/pretrain-launch/ and optionally submit it. See docs/jupiter.md.")
-    la.add_argument("target", choices=["jupiter"])
+    la = sub.add_parser("launch", help="render (and submit) the pretraining job for Slurm (JUPITER or [pretrain.machine])",
+                        description="Validate [pretrain] for its machine ([pretrain.machine]: JUPITER's Booster by "
+                        "default; layout, memory estimate), render the sbatch script into <run>/pretrain-launch/ and "
+                        "optionally submit it. `jupiter` and `slurm` are the same command. See docs/jupiter.md.")
+    la.add_argument("target", choices=["jupiter", "slurm"], help="jupiter, or slurm for another cluster (the same: the machine is [pretrain.machine])")
     add_run_options(la)
     g = la.add_mutually_exclusive_group()
     g.add_argument("--dry-run", action="store_true", help="print the script and the plan; write nothing")
-    g.add_argument("--submit", action="store_true", help="also submit with sbatch (on a JUPITER login node)")
+    g.add_argument("--submit", action="store_true", help="also submit with sbatch (on a login node of the cluster)")
     la.set_defaults(handler=cmd_launch)
 
     pl = sub.add_parser("plan", help="estimate per-GPU memory, FLOPs per token, utilisation and days for [pretrain]")
@@ -76,10 +77,15 @@ def cmd_plan(args) -> int:
     from stages.pretrain.planner.report import plan
     from stages.pretrain.planner.projection import EUROPA_TOKENS_PER_S_PER_GPU
 
+    from stages.pretrain.launch.checks import planner_hardware
+
     _, config = resolve_run(args)
     tokenizer = config.stages.get("tokenizer")
-    report = plan(config.section(STAGE), getattr(tokenizer, "vocab_size", None),
+    settings = config.section(STAGE)
+    hardware, notes = planner_hardware(settings)  # the machine profile's view ([pretrain.machine])
+    report = plan(settings, getattr(tokenizer, "vocab_size", None), hardware=hardware,
                   tokens_per_s_per_gpu=args.tokens_per_s or EUROPA_TOKENS_PER_S_PER_GPU)
+    report.warnings += [n for n in notes if n not in report.warnings]
     print(report.to_json() if args.json else report.text())
     return 0
 
@@ -109,7 +115,7 @@ def cmd_launch(args) -> int:
             s = not_fresh[0]
             raise UsageError(f"stage {s.name} is {s.state} in {run_dir} ({s.reason}); the job trains on its output: run "
                              f"`europa run --run-dir {run_dir} --to shards` first")
-    with rd.lock(f"europa launch jupiter{' --submit' if args.submit else ''}"):
+    with rd.lock(f"europa launch {args.target}{' --submit' if args.submit else ''}"):
         save_run_config(rd, config)
         if args.submit:
             job_id, job = submit_training_job(build_context(rd, config, STAGE), record_attempt=True)
@@ -119,10 +125,10 @@ def cmd_launch(args) -> int:
     print(job.report())
     print(f"europa: rendered {script} (plan: {job.job_dir / 'plan.txt'})")
     if not args.submit:
-        print(f"europa: submit with `europa launch jupiter --run-dir {run_dir} --submit`")
+        print(f"europa: submit with `europa launch {args.target} --run-dir {run_dir} --submit`")
         return 0
     print(f"europa: submitted Slurm job {job_id}; logs {job.job_dir}/slurm-{job_id}.out; "
-          f"`europa stage pretrain --run-dir {run_dir}` follows it and publishes the result; "
+          f"`europa stage pretrain --run-dir {run_dir}` follows it and publishes the result (cancel: `scancel {job_id}`); "
           f"`europa eval-schedule --run-dir {run_dir}` evaluates its checkpoints as they appear")
     return 0
 

@@ -1,9 +1,12 @@
 """The pretrain stage: train the EUROPA MoE with torchtitan on the run's tokenizer and shards.
 
 A `RunStage` with a long job: `run` starts the training job as a subprocess (`launcher = "local"`: one process;
-`"torchrun"`: N ranks on this machine) or submits it to Slurm (`"slurm"`, JUPITER) and follows it until it
-ends, showing steps, loss and new checkpoints. The job writes into the stage's job folder (RunDir.job_dir),
-which survives crashes; running the stage again resumes from its newest complete checkpoint. When training
+`"torchrun"`: N ranks on this machine) or submits it to Slurm (`"slurm"`: the machine of [pretrain.machine],
+JUPITER's Booster by default) and follows it until it ends, showing its state, steps, loss and new
+checkpoints. The job writes into the stage's job folder (RunDir.job_dir, or the folder of the same training
+it adopts: folders.py), which survives crashes; running the stage again resumes from its newest complete
+checkpoint. [pretrain.slurm] and [pretrain.machine] decide where and how the job runs, not what it trains:
+they stay out of the fingerprint, so raising a time limit continues the same checkpoints. When training
 has reached `steps`, the job folder is published as <run>/pretrain/ (hard links: no copy of the checkpoints,
 and the job folder stays intact until the publish has succeeded) with the record (record.py) the compliance
 stage needs: tokens, steps, time, devices, device-hours, training FLOPs, and the checksums of every kept
@@ -31,14 +34,16 @@ from pipeline import progress
 from pipeline.config import REPO_ROOT
 from pipeline.fsutil import sha256_files
 from pipeline.manifest import Manifest, digest
-from pipeline.stage import StageContext, StageError, StageOutcome
+from pipeline.stage import Detached, StageContext, StageError, StageOutcome
 from stages.pretrain import job as jobdir
 from stages.pretrain import step_count
 from stages.pretrain.config import PretrainConfig
 from stages.pretrain.failure import clear_failures, read_failure
+from stages.pretrain.folders import holds_training, settle_job_folder
+from stages.pretrain.follow import SlurmFollower
+from stages.pretrain.launch import slurm
 from stages.pretrain.record import PretrainRecord
 
-SLURM_POLL_S = 60
 # what the published stage folder keeps of the job folder (seed checkpoints and comm traces stay behind)
 PUBLISHED = ("checkpoints", "metrics.jsonl", "segments.jsonl", "job_info.json", "flop_count.json", "train.log", "tb",
              "job.sbatch", "plan.txt", "plan.json", "jobs.jsonl", "slurm-*.out")
@@ -51,6 +56,12 @@ class PretrainStage:
     # checkpoint, with digests the ranks computed while saving
     code_version: ClassVar[str] = "4"
     long_job: ClassVar[bool] = True  # trains in ctx.job_dir, which evaluation reads while the job runs
+    launch_only_settings: ClassVar[tuple[str, ...]] = ("slurm", "machine")  # where it runs, not what it trains
+
+    @staticmethod
+    def keep_work(folder: Path) -> bool:
+        """A work folder of other settings that holds checkpoints outlives a publish: only --force deletes it."""
+        return holds_training(folder)
 
     def input_signature(self, ctx: StageContext) -> Any:
         return None  # everything it reads is the upstream stages' published output
@@ -62,8 +73,7 @@ class PretrainStage:
     # --- the job ------------------------------------------------------------------------------------------
     def _train(self, ctx: StageContext) -> Path:
         settings: PretrainConfig = ctx.settings
-        job = ctx.job_dir
-        job.mkdir(parents=True, exist_ok=True)
+        job = settle_job_folder(ctx)
         done = complete_checkpoints(job)
         if done and done[-1].step >= settings.steps:
             progress.note(self.name, f"job already reached step {done[-1].step}; nothing to train")
@@ -145,43 +155,54 @@ class PretrainStage:
         return StageError(f"stage pretrain: {what}: {cause[:300]} {log}")
 
     def _follow_slurm(self, ctx: StageContext, job: Path) -> None:
-        """Follow the job already submitted for this job folder (by `europa launch jupiter --submit` or an
-        earlier run of this stage) while it is queued or running; otherwise submit one, which resumes from the
-        newest checkpoint. Poll every minute: job state, new checkpoints, the latest logged step."""
-        from stages.pretrain.launch import slurm
+        """Follow the job already submitted for this job folder (by `europa launch --submit` or an earlier run of
+        this stage) while it is queued or running; otherwise submit one, which resumes from the newest
+        checkpoint. Whether training is done is the checkpoints' say, not the job's end state (a job that
+        reached the last step and then ran out of time trained everything; one Slurm has forgotten without
+        accounting may have too)."""
         from stages.pretrain.launch.submit import submit_training_job
 
-        earlier = slurm.submitted_jobs(job)
-        job_id = earlier[-1]["job_id"] if earlier else None
-        if job_id is None or slurm.is_finished(slurm.job_state(job_id)):
-            clear_failures(job)
-            job_id, rendered = submit_training_job(ctx, record_attempt=False)
-            progress.note(self.name, f"submitted Slurm job {job_id} ({rendered.script_path}); following it")
-        else:
-            progress.note(self.name, f"following Slurm job {job_id}, submitted earlier for {job}")
-        seen: set[int] = {c.step for c in complete_checkpoints(job)}
-        last_step = None
-        while True:
-            state = slurm.job_state(job_id)
-            for c in complete_checkpoints(job):
-                if c.step not in seen:
-                    seen.add(c.step)
-                    progress.note(self.name, f"job {job_id}: new checkpoint {c.name}")
-            rows = jobdir.metrics(job)
-            if rows and rows[-1]["step"] != last_step:
-                r, last_step = rows[-1], rows[-1]["step"]
-                progress.note(self.name, f"job {job_id} {state}: step {r['step']} loss {r.get('loss', float('nan')):.4f}, "
-                                         f"{r.get('tokens_per_s_per_device', 0):,.0f} tokens/s per GPU")
-            if slurm.is_finished(state):
-                break
-            time.sleep(SLURM_POLL_S)
-        if state != "COMPLETED":
-            failure = read_failure(job)
-            if failure is not None and failure.kind == "diverged":
-                raise self._failed(job, f"Slurm job {job_id} ended {state}", "")
-            raise StageError(f"stage pretrain: Slurm job {job_id} ended {state}"
-                             + (f" ({failure.message[:300]})" if failure else "") + f"; see {job}/slurm-{job_id}.out; "
-                             "rerun the stage to resubmit (it resumes from the newest checkpoint)")
+        follow = SlurmFollower(self.name, job, ctx.settings.slurm.poll_interval_s)
+        last = slurm.last_job(job)
+        following = last["job_id"] if last else None  # a job that may be queued or running
+        try:
+            status = follow.wait_until_known(following) if following else None
+            if status is None or status.finished:
+                following = None
+                if status is not None:
+                    progress.note(self.name, f"Slurm job {status.job_id} {status.describe()}; submitting a new job, "
+                                             "which resumes from the newest checkpoint")
+                clear_failures(job)
+                following, rendered = submit_training_job(ctx, record_attempt=False)
+                progress.note(self.name, f"submitted Slurm job {following} ({rendered.script_path}); following it")
+            else:
+                progress.note(self.name, f"following Slurm job {following}, submitted earlier for {job}")
+            status = follow.until_finished(following)
+        except KeyboardInterrupt:
+            if following is None:
+                raise
+            state = follow.last.describe() if follow.last and follow.last.job_id == following else "state unknown"
+            raise Detached(
+                f"stopped following Slurm job {following}, which keeps running ({state}); follow it again with "
+                f"`europa stage {self.name} --run-dir {ctx.run_dir.path}`, cancel it with `scancel {following}`") from None
+        job_id = following
+        done = complete_checkpoints(job)
+        if done and done[-1].step >= ctx.settings.steps:
+            if status.state != "COMPLETED":
+                progress.note(self.name, f"Slurm job {job_id} {status.describe()}, after its checkpoints reached the "
+                                         f"final step {done[-1].step}: training is complete")
+            return
+        failure = read_failure(job)
+        if failure is not None and failure.kind == "diverged":
+            raise self._failed(job, f"Slurm job {job_id} ended {status.state}", "")
+        ended = status.describe() if status.state == slurm.ENDED else f"ended {status.state}"
+        cause = f" ({failure.message[:300]})" if failure else ""
+        reached = f"newest checkpoint {done[-1].name}" if done else "no checkpoint yet"
+        hint = ("raise [pretrain.slurm] time_limit (it does not change what is trained) or rerun the stage to "
+                "continue" if status.state == "TIMEOUT" else "rerun the stage to resubmit")
+        tail = slurm.output_tail(job, job_id)
+        raise StageError(f"stage pretrain: Slurm job {job_id} {ended}{cause}; {reached}; {hint} (it resumes from "
+                         f"the newest checkpoint); {job}/slurm-{job_id}.out ends:\n{tail or '(no output)'}")
 
     # --- publishing -----------------------------------------------------------------------------------------
     def _publish(self, ctx: StageContext, job: Path, out_dir: Path) -> StageOutcome:

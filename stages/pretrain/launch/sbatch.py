@@ -1,13 +1,17 @@
-"""The pretrain job's sbatch script for JUPITER, rendered from `[pretrain]` (never edited by hand).
+"""The pretrain job's sbatch script, rendered from `[pretrain]` for its machine (never edited by hand).
 
-The script starts ONE task per node (`srun --ntasks-per-node=1`), which runs `torchrun` with 4 ranks (one per
-GPU); torchrun's c10d rendezvous runs on the first node of the allocation, addressed by its InfiniBand name
-(JSC convention: hostname + "i"). Binding: Slurm gives the task all the node's cores (`--cpus-per-task=288
---cpu-bind=cores`), then `torchrun --numa-binding=node` pins each rank to the 72 cores of the Grace attached
-to its GPU (numactl), so its host memory (offloaded activations, pinned buffers, data loader) is that Grace's
-LPDDR5X, one NVLink-C2C hop from its GPU, and OMP_NUM_THREADS = cores / 4. Every rank runs
-`python -m stages.pretrain.entry --run-dir R --job-dir J`, which reads R/run.toml (written by `europa launch`)
-and the tokenizer/shards outputs, and writes checkpoints and metrics under J.
+The script starts ONE task per node (`srun --ntasks-per-node=1`) with all the node's cores, which runs
+`torchrun` with one rank per GPU (or `processes_per_node` ranks on a CPU partition); torchrun's c10d
+rendezvous runs on the first node of the allocation, at a port derived from the job id (two jobs on one node
+do not collide). The first node is addressed by its fast interface's name where the machine has one (JSC
+convention: hostname + "i"), else by its hostname, else, when that does not resolve, by the address Slurm
+knows it by (NodeAddr). JUPITER's binding: Slurm gives the task all 288 cores, then `torchrun
+--numa-binding=node` pins each rank to the 72 cores of the Grace attached to its GPU (numactl), so its host
+memory is that Grace's LPDDR5X, one NVLink-C2C hop away; OMP_NUM_THREADS = cores / ranks. On a CPU partition
+there is no --gres, and a multi-rank job first writes a seed checkpoint in one process (as the local torchrun
+launcher does: CPU ranks cannot initialise sharded experts differently). Every rank runs `python -m
+stages.pretrain.entry --run-dir R --job-dir J`, which reads R/run.toml (written by `europa launch`) and the
+tokenizer/shards outputs, and writes checkpoints and metrics under J.
 """
 
 from __future__ import annotations
@@ -24,21 +28,12 @@ from stages.pretrain.launch.checks import validate
 if TYPE_CHECKING:
     from pipeline.config import PipelineConfig
     from stages.pretrain.config import PretrainConfig
+    from stages.pretrain.hardware import Hardware
     from stages.pretrain.planner.report import Plan
 
 SCRIPT_NAME = "job.sbatch"
-
-# Environment for every rank; [pretrain.slurm] env is exported after these and overrides them.
-BASE_ENV: tuple[tuple[str, str, str], ...] = (
-    ("CUDA_DEVICE_MAX_CONNECTIONS", "1", "one hardware queue: keeps FSDP/EP communication kernels in issue order"),
-    ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1", "a failed or timed-out collective aborts the rank: the job ends instead of hanging"),
-    ("NCCL_SOCKET_IFNAME", "ib0", "NCCL/Gloo bootstrap over IPoIB, not the management Ethernet"),
-    ("GLOO_SOCKET_IFNAME", "ib0", ""),
-    ("NCCL_IB_TIMEOUT", "22", "InfiniBand retransmission timeout 4.096us x 2^22 (~17 s): rides out link flaps at 384 nodes"),
-    ("NCCL_NET_GDR_LEVEL", "SYS", "GPUDirect RDMA although the HCAs hang off the Grace (GH200: NCCL leaves it off by default)"),
-    ("NCCL_NET_GDR_C2C", "1", "same, for NCCL >= 2.24: GDR through NVLink-C2C"),
-    ("PYTHONUNBUFFERED", "1", "log lines reach slurm-<id>.out as they happen"),
-)
+PORT_BASE, PORT_SPAN = 20000, 10000  # MASTER_PORT = 20000 + job id % 10000: below Linux's ephemeral ports
+PYTHONUNBUFFERED = ("PYTHONUNBUFFERED", "1", "log lines reach slurm-<id>.out as they happen")
 
 
 @dataclass
@@ -83,118 +78,150 @@ def job_name(settings: PretrainConfig, config: PipelineConfig) -> str:
     return settings.slurm.job_name or (name if name.startswith("europa") else f"europa-{name}")
 
 
+def _port(settings: PretrainConfig) -> str:
+    port = settings.slurm.master_port
+    return str(port) if port else f"$(( {PORT_BASE} + SLURM_JOB_ID % {PORT_SPAN} ))"
+
+
 def layout_summary(settings: PretrainConfig, config: PipelineConfig, job_dir: Path) -> str:
-    p, s = settings.parallelism, settings.slurm
-    gpus = p.nodes * s.gpus_per_node
-    efsdp = p.shard_degree * p.tensor_parallel // p.expert_parallel
     from stages.pretrain.planner.shape import flavor_dims
 
+    p, s, hw = settings.parallelism, settings.slurm, settings.machine.hardware()
+    ranks = p.world_size
+    efsdp = p.shard_degree * p.tensor_parallel // p.expert_parallel
     experts = flavor_dims(settings.flavor).num_experts
-    per_replica = gpus // p.data_parallel_replicate
+    per_replica = ranks // p.data_parallel_replicate
+    device = f"{hw.gpus_per_node} GPUs" if hw.has_gpus else f"{p.processes_per_node} CPU ranks"
+    unit = "GPU" if hw.has_gpus else "rank"
+    port = s.master_port or f"{PORT_BASE} + job id % {PORT_SPAN}"
     lines = [
-        f"JUPITER job {job_name(settings, config)}: {p.nodes} nodes x {s.gpus_per_node} GH200 = {gpus:,} GPUs; "
-        f"one torchrun per node ({s.gpus_per_node} ranks), c10d rendezvous on the first node's InfiniBand name, "
-        f"port {s.master_port}",
+        f"Slurm job {job_name(settings, config)} on {hw.name}: {p.nodes} node(s) x {device} = {ranks:,} {unit}s; "
+        f"one torchrun per node ({p.processes_per_node} ranks), c10d rendezvous on the first node, port {port}",
         f"  data parallel: {p.data_parallel_replicate} HSDP replica(s) x FSDP {p.shard_degree} "
-        f"({per_replica} GPUs = {per_replica // s.gpus_per_node} nodes per replica); tensor parallel {p.tensor_parallel}",
-        f"  experts: EP {p.expert_parallel} -> {experts // p.expert_parallel} of {experts} routed experts per GPU per "
-        f"MoE layer, each FSDP-sharded over {efsdp} GPU(s)",
-        f"  CPUs: {s.cpus_per_task} cores per node, {s.cpus_per_task // s.gpus_per_node} per rank "
-        f"(OMP_NUM_THREADS), NUMA binding {s.numa_binding} (one Grace per GPU)",
-        f"  Slurm: partition {s.partition}, account {s.account or '(not set)'}, time {s.time_limit}, "
+        f"({per_replica} {unit}s = {per_replica // p.processes_per_node} nodes per replica); tensor parallel {p.tensor_parallel}",
+        f"  experts: EP {p.expert_parallel} -> {experts // p.expert_parallel} of {experts} routed experts per {unit} per "
+        f"MoE layer, each FSDP-sharded over {efsdp} {unit}(s)",
+        f"  CPUs: {hw.cores_per_node} cores per node, {hw.cores_per_node // p.processes_per_node} per rank "
+        f"(OMP_NUM_THREADS), NUMA binding {hw.numa_binding}; network interfaces "
+        f"{','.join(hw.network_interfaces) or '(the system default)'}",
+        f"  Slurm: partition {hw.partition}, account {s.account or '(not set)'}, time {s.time_limit}, "
         f"qos {s.qos or '-'}, reservation {s.reservation or '-'}",
         f"  optimizer {settings.optimizer.name}, AC {settings.activation_checkpoint.mode}, unshard_async_op "
         f"{'on' if p.unshard_async_op else 'off'}, precision {settings.precision}; job dir {job_dir}",
     ]
-    if per_replica // s.gpus_per_node <= 240:
+    if hw.preset == "jupiter-booster" and per_replica // p.processes_per_node <= 240:
         lines.append("  (a replica fits in one Dragonfly+ group of 240 nodes if Slurm places it so)")
     return "\n".join(lines)
 
 
+def environment(hw: Hardware) -> list[tuple[str, str, str]]:
+    """(name, value, why) for every rank, before [pretrain.slurm] env (which overrides them)."""
+    out = list(hw.env)
+    if hw.network_interfaces:
+        names = ",".join(hw.network_interfaces)
+        out += [("NCCL_SOCKET_IFNAME", names, "NCCL/gloo bootstrap on the machine's fast interface, not the management network"),
+                ("GLOO_SOCKET_IFNAME", names, "")]
+    return [*out, PYTHONUNBUFFERED]
+
+
 def render_sbatch(settings: PretrainConfig, config: PipelineConfig, run_dir: Path, job_dir: Path,
-                  header: list[str] | None = None, *, entry: list[str] | None = None,
-                  title: str = "EUROPA pretraining on JUPITER Booster, rendered by `europa launch jupiter`") -> str:
-    """`entry`: the module and arguments every rank runs (default: the training entry point); another job of
-    the run on the same machine and settings (the distributed evaluation) passes its own."""
+                  header: list[str] | None = None, *, entry: list[str] | None = None, title: str | None = None) -> str:
+    """`entry`: the module and arguments every rank runs (default: the training entry point, after a seed
+    checkpoint where CPU ranks need one); another job of the run on the same machine and settings (the
+    distributed evaluation) passes its own, and its `title`."""
     from pipeline.config import REPO_ROOT
 
-    p, s = settings.parallelism, settings.slurm
+    p, s, hw = settings.parallelism, settings.slurm, settings.machine.hardware()
     q = shlex.quote
+    ranks, cpus = p.processes_per_node, hw.cores_per_node
     sb = [
         f"--job-name={job_name(settings, config)}",
         *([f"--account={s.account}"] if s.account else []),
-        f"--partition={s.partition}",
+        f"--partition={hw.partition}",
         f"--nodes={p.nodes}",
         "--ntasks-per-node=1",
-        f"--gres=gpu:{s.gpus_per_node}",
-        f"--cpus-per-task={s.cpus_per_task}",
+        *([f"--gres=gpu:{hw.gpus_per_node}"] if hw.has_gpus else []),
+        f"--cpus-per-task={cpus}",
         f"--time={s.time_limit}",
         *([f"--qos={s.qos}"] if s.qos else []),
         *([f"--reservation={s.reservation}"] if s.reservation else []),
         f"--output={job_dir / 'slurm-%j.out'}",
     ]
     out = ["#!/bin/bash",
-           f"# {title}: re-render, do not edit.",
+           f"# {title or f'EUROPA pretraining on {hw.name}, rendered by `europa launch`'}: re-render, do not edit.",
            *(f"# {line}" for line in (header or [])),
            *(f"#SBATCH {x}" for x in sb)]
-    if not s.account:
-        out.append("# (no [pretrain.slurm] account: sbatch needs --account=<project> on JUPITER)")
+    if not s.account and hw.account_required:
+        out.append("# (no [pretrain.slurm] account: sbatch needs --account=<project> here)")
     out += ["", "set -euo pipefail", f"cd {q(str(REPO_ROOT))}", ""]
     out += _setup_lines(settings)
-    out += ["", f"# one rank per GH200, each on the {s.cpus_per_task // s.gpus_per_node} cores of its own Grace",
-            f"export OMP_NUM_THREADS={s.cpus_per_task // s.gpus_per_node}"]
-    for key, value, why in BASE_ENV:
+    what = "GPU" if hw.has_gpus else "rank"
+    out += ["", f"# {ranks} ranks per node, {cpus // ranks} cores per {what}",
+            f"export OMP_NUM_THREADS={cpus // ranks}"]
+    for key, value, why in environment(hw):
         out.append(f"export {key}={q(value)}" + (f"  # {why}" if why else ""))
     if s.env:
         out.append("# [pretrain.slurm] env")
         out += [f"export {k}={q(v)}" for k, v in s.env.items()]
-    out += [
-        "",
-        "# rendezvous host: the allocation's first node. On JSC systems the hostname with the suffix "
-        f"{s.ib_hostname_suffix!r}",
-        "# names its InfiniBand interface; use it when it resolves, so the c10d store talks over InfiniBand.",
-        'head_node="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)"',
-    ]
-    if s.ib_hostname_suffix:
-        out += [f'if getent hosts "${{head_node}}{s.ib_hostname_suffix}" >/dev/null; then '
-                f'MASTER_ADDR="${{head_node}}{s.ib_hostname_suffix}"; else MASTER_ADDR="$head_node"; fi']
+    out += ["", "# rendezvous host: the allocation's first node, by the name of its fast interface where the machine "
+            "has one", "# (hostname + suffix), else its hostname, else (a name DNS does not know) Slurm's NodeAddr",
+            'head_node="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)"']
+    if hw.hostname_suffix:
+        out += [f'if getent hosts "${{head_node}}{hw.hostname_suffix}" >/dev/null; then '
+                f'MASTER_ADDR="${{head_node}}{hw.hostname_suffix}"',
+                'elif getent hosts "$head_node" >/dev/null; then MASTER_ADDR="$head_node"']
     else:
-        out += ['MASTER_ADDR="$head_node"']
-    out += [f"export MASTER_ADDR MASTER_PORT={s.master_port}", ""]
-    if s.numa_binding == "node":
-        out += ["# torchrun --numa-binding=node runs each rank under numactl on the NUMA node (Grace) of its GPU",
+        out += ['if getent hosts "$head_node" >/dev/null; then MASTER_ADDR="$head_node"']
+    out += ['else MASTER_ADDR="$(scontrol show node "$head_node" | grep -o "NodeAddr=[^ ]*" | cut -d= -f2)"; fi',
+            f"MASTER_PORT={_port(settings)}  # from the job id: two jobs on one node do not collide",
+            "export MASTER_ADDR MASTER_PORT", ""]
+    if hw.numa_binding == "node":
+        out += ["# torchrun --numa-binding=node runs each rank under numactl on the NUMA node of its GPU",
                 "NUMA_BINDING=--numa-binding=node",
                 'command -v numactl >/dev/null || { echo "warning: numactl not found: ranks are not NUMA-bound" >&2; '
                 "NUMA_BINDING=; }"]
     else:
         out += ["NUMA_BINDING="]
+    training = entry is None
+    command = "-m " + " ".join(q(a) for a in (entry or ["stages.pretrain.entry", "--run-dir", str(run_dir),
+                                                        "--job-dir", str(job_dir)]))
+    if training and not hw.has_gpus and p.world_size > 1:
+        seed = job_dir / "seed" / "checkpoints" / "step-0" / ".metadata"
+        out += ["",
+                "# CPU ranks cannot initialise sharded experts differently: start from a seed checkpoint written by one",
+                "# process, unless training has one already or has checkpoints of its own (as the local torchrun launcher)",
+                f'if [ ! -e {q(str(seed))} ] && ! compgen -G {q(str(job_dir / "checkpoints"))}"/step-*/.metadata" >/dev/null; then',
+                '  echo "europa: writing a seed checkpoint"',
+                f"  srun --nodes=1 --ntasks=1 --cpus-per-task={cpus} python {command} --seed-checkpoint",
+                "fi"]
     out += [
-        'echo "europa: job $SLURM_JOB_ID on $SLURM_NNODES nodes, rendezvous $MASTER_ADDR:' + str(s.master_port) + '"',
+        "",
+        'echo "europa: job $SLURM_JOB_ID on $SLURM_NNODES node(s), rendezvous $MASTER_ADDR:$MASTER_PORT"',
         "",
         "# one task per node with all its cores; torchrun starts the ranks and restarts none (checkpoints resume)",
-        f'srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --cpus-per-task={s.cpus_per_task} --cpu-bind=cores '
+        f'srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --cpus-per-task={cpus} --cpu-bind=cores '
         "--kill-on-bad-exit=1 \\",
-        f"  torchrun --nnodes=$SLURM_NNODES --nproc_per_node={s.gpus_per_node} --rdzv_backend=c10d "
-        f"--rdzv_endpoint=$MASTER_ADDR:{s.master_port} --rdzv_id=$SLURM_JOB_ID \\",
+        f"  torchrun --nnodes=$SLURM_NNODES --nproc_per_node={ranks} --rdzv_backend=c10d "
+        "--rdzv_endpoint=$MASTER_ADDR:$MASTER_PORT --rdzv_id=$SLURM_JOB_ID \\",
         "    --rdzv_conf=join_timeout=1800 $NUMA_BINDING \\",
-        "    -m " + " ".join(q(a) for a in (entry or ["stages.pretrain.entry", "--run-dir", str(run_dir),
-                                                   "--job-dir", str(job_dir)])),
+        f"    {command}",
         "",
     ]
     return "\n".join(out)
 
 
 def render_job(config: PipelineConfig, run_dir: Path, job_dir: Path, *, require_account: bool = False) -> RenderedJob:
-    """Validate `[pretrain]` for JUPITER and render the job; raises LaunchError (one line) when it cannot run.
-    `require_account`: also demand [pretrain.slurm] account (what submission needs)."""
+    """Validate `[pretrain]` for its machine and render the job; raises LaunchError (one line) when it cannot
+    run. `require_account`: also demand [pretrain.slurm] account where the machine charges one (submission)."""
     run_dir, job_dir = Path(run_dir).resolve(), Path(job_dir).resolve()
     settings, pl, warnings = validate(config, require_account=require_account)
     m = pl.memory
+    unit = "GPU" if settings.machine.hardware().has_gpus else "rank"
     header = [
         f"config   {Path(config.source).resolve() if config.source else '<in memory>'}",
         f"run dir  {run_dir}",
         f"job dir  {job_dir}",
-        f"planner  {m.total_gib:.1f} GiB per GPU at peak of {m.hbm_gib:.0f} GiB HBM ({m.verdict}; estimate, see plan.txt)",
+        f"planner  {m.total_gib:.1f} GiB per {unit} at peak of {m.hbm_gib:.0f} GiB ({m.verdict}; estimate, see plan.txt)",
     ]
     return RenderedJob(
         sbatch=render_sbatch(settings, config, run_dir, job_dir, header),

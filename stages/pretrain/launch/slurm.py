@@ -2,6 +2,14 @@
 
 Thin on purpose: `sbatch`, `squeue` and `sacct` are run as commands (a login node has them; nothing else is
 needed), and every submission is appended to <job dir>/jobs.jsonl, which is what the stage follows.
+
+How a job's state is read, as a real Slurm answers (tests/slurm/test_cluster.py shows each answer): `squeue
+-t all` knows a job while it is queued or running and, once it has ended, its final state until MinJobAge
+(300 s by default); after that squeue says "Invalid job id specified" and only accounting (`sacct`) can tell,
+which fails where there is no slurmdbd (test clusters, some sites, a slurmdbd outage). A job neither knows
+has ENDED, how is unknown: the stage then decides from its checkpoints. Any other squeue failure (the
+controller does not answer) says nothing about the job: UNREACHABLE, which is not an end; the stage keeps
+polling and never resubmits on it.
 """
 
 from __future__ import annotations
@@ -9,20 +17,48 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from pipeline.fsutil import append_jsonl, read_jsonl, sha256_file
 from stages.pretrain.launch.checks import LaunchError
 
+ENDED = "ENDED"              # Slurm no longer knows the job and there is no accounting to ask
+UNREACHABLE = "UNREACHABLE"  # squeue failed for another reason: the job may well be running
 TERMINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
-                             "PREEMPTED", "BOOT_FAIL", "DEADLINE", "REVOKED"})
+                             "PREEMPTED", "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT", ENDED})
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    job_id: str
+    state: str           # a Slurm state (PENDING, RUNNING, COMPLETED, ...), ENDED or UNREACHABLE
+    reason: str = ""     # squeue's reason (PENDING: Priority, Resources, PartitionConfig, ...) or what failed
+
+    @property
+    def finished(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    @property
+    def active(self) -> bool:
+        """Queued, running or (as far as anyone can tell) possibly so: a job its folder must not get a twin of."""
+        return not self.finished
+
+    def describe(self) -> str:
+        if self.state == UNREACHABLE:
+            return f"unknown (Slurm did not answer: {self.reason})"
+        if self.state == ENDED:
+            return "ended; Slurm no longer knows how (no accounting)"
+        if self.finished or not self.reason or self.reason == "None":
+            return self.state
+        return f"{self.state} ({self.reason})"  # why it waits: Priority, Resources, PartitionConfig, ...
 
 
 def _need(tool: str, what: str) -> str:
     path = shutil.which(tool)
     if path is None:
-        raise LaunchError(f"{tool} not found: {what} must run on a JUPITER login node")
+        raise LaunchError(f"{tool} not found: {what} must run on a login node of the cluster (where Slurm's commands are)")
     return path
 
 
@@ -60,25 +96,69 @@ def submitted_jobs(job_dir: Path) -> list[dict]:
     return read_jsonl(Path(job_dir) / "jobs.jsonl")
 
 
-def job_state(job_id: str) -> str:
-    """PENDING / RUNNING / COMPLETED / FAILED / ... from squeue while the job is queued or running, else from
-    sacct (accounting); UNKNOWN when neither knows the id."""
+def job_status(job_id: str) -> JobStatus:
+    """The job's state as Slurm knows it now (see the module docstring for the order of questions)."""
     squeue, sacct = shutil.which("squeue"), shutil.which("sacct")
-    if squeue is None and sacct is None:
-        raise LaunchError("squeue not found: job states can only be read on a JUPITER login node")
-    if squeue:
-        r = subprocess.run([squeue, "-h", "-j", str(job_id), "-o", "%T"], capture_output=True, text=True, timeout=60)
-        state = r.stdout.strip().splitlines()[0].strip() if r.returncode == 0 and r.stdout.strip() else ""
-        if state:
-            return state
+    if squeue is None:
+        raise LaunchError("squeue not found: job states can only be read where Slurm's commands are (a login node)")
+    try:
+        r = subprocess.run([squeue, "-h", "-j", str(job_id), "-t", "all", "-o", "%T|%r"],
+                           capture_output=True, text=True, timeout=90)
+    except subprocess.TimeoutExpired:
+        return JobStatus(job_id, UNREACHABLE, "squeue did not answer within 90 s")
+    lines = [line for line in r.stdout.splitlines() if line.strip()]
+    if r.returncode == 0 and lines:
+        state, _, reason = lines[0].strip().partition("|")
+        return JobStatus(job_id, state.strip(), reason.strip())
+    error = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1]
+    if r.returncode != 0 and "Invalid job id" not in r.stderr:
+        return JobStatus(job_id, UNREACHABLE, error)
+    # slurmctld has forgotten the job (MinJobAge): only accounting knows how it ended
+    why = "sacct not found"
     if sacct:
-        r = subprocess.run([sacct, "-n", "-X", "-P", "-j", str(job_id), "-o", "State"],
-                           capture_output=True, text=True, timeout=60)
-        for line in r.stdout.splitlines():
-            if line.strip():
-                return line.split()[0].strip().rstrip("+")  # "CANCELLED by 123" -> CANCELLED
-    return "UNKNOWN"
+        try:
+            a = subprocess.run([sacct, "-n", "-X", "-P", "-j", str(job_id), "-o", "State"],
+                               capture_output=True, text=True, timeout=90)
+        except subprocess.TimeoutExpired:
+            a = None
+            why = "sacct did not answer within 90 s"
+        if a is not None:
+            for line in a.stdout.splitlines():
+                if line.strip():
+                    return JobStatus(job_id, line.split()[0].strip().rstrip("+"))  # "CANCELLED by 123" -> CANCELLED
+            why = "sacct: " + ((a.stderr.strip().splitlines() or ["no record of the job"])[-1])
+    return JobStatus(job_id, ENDED, why)
+
+
+def job_state(job_id: str) -> str:
+    """PENDING / RUNNING / COMPLETED / FAILED / ... / ENDED / UNREACHABLE (job_status without the reason)."""
+    return job_status(job_id).state
 
 
 def is_finished(state: str) -> bool:
     return state in TERMINAL_STATES
+
+
+def last_job(job_dir: Path) -> dict | None:
+    """The newest submission recorded in the folder (the stage and `europa launch` submit one at a time)."""
+    jobs = submitted_jobs(job_dir)
+    return jobs[-1] if jobs else None
+
+
+def submitted_at(record: dict) -> float:
+    """A jobs.jsonl record's submission time, seconds since the epoch."""
+    return datetime.fromisoformat(record["submitted_at"]).timestamp()
+
+
+def output_tail(job_dir: Path, job_id: str, lines: int = 8) -> str:
+    """Why the job ended, from its slurm-<id>.out: Slurm's own verdict (`*** JOB ... CANCELLED ... DUE TO TIME
+    LIMIT ***`, which the ranks' shutdown tracebacks bury) and the last lines; "" without an output file."""
+    path = Path(job_dir) / f"slurm-{job_id}.out"
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    kept = [line.rstrip() for line in text.splitlines() if line.strip()]
+    tail = kept[-lines:]
+    verdict = [line for line in kept[:-lines] if "*** JOB " in line]
+    return "\n".join([*verdict, *(["..."] if verdict else []), *tail])

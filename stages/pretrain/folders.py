@@ -1,0 +1,137 @@
+"""Which job folder a training continues in: its own, or an existing folder of the same training.
+
+A job folder is `<run>/.work/pretrain/<fingerprint>/job` (RunDir.job_dir), so its name changes whenever the
+fingerprint's recipe does (a key becomes launch-only, the digest changes) while the training in it stays the
+same: the stage must continue those checkpoints, not start at step 0 beside them. So every job folder records
+what it trains, `training.json` (the fingerprint's inputs, pipeline/executor.py), written when the stage starts
+it and when `europa launch --submit` submits into it; a stage whose own folder holds no training yet adopts a
+folder whose recorded training is this one, with the keys that are launch-only now left out on both sides.
+Adopting renames the folder into place, or, while a Slurm job of it is queued or running (it writes to the old
+path), links the new name to it.
+
+Job folders with checkpoints are never deleted without --force (PretrainStage.keep_work); one of other settings
+is named when a new folder starts at step 0, and one written before training.json existed, which cannot be
+told apart, stops the stage with the command that continues it and the way to start afresh instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from europa_model.checkpoints import complete_checkpoints
+from pipeline import progress
+from pipeline.fsutil import atomic_write_text
+from pipeline.stage import StageError
+
+if TYPE_CHECKING:
+    from pipeline.stage import StageContext
+
+TRAINING = "training.json"
+
+
+def _comparable(inputs: dict[str, Any], launch_only: tuple[str, ...]) -> dict[str, Any]:
+    """The inputs as JSON would hold them, without the keys that are launch-only now."""
+    data = json.loads(json.dumps(inputs, sort_keys=True, default=str))
+    data["config"] = {k: v for k, v in (data.get("config") or {}).items() if k not in launch_only}
+    return data
+
+
+def current_training(ctx: StageContext) -> dict[str, Any]:
+    from pipeline.executor import fingerprint_inputs
+    from pipeline.registry import get_stage
+
+    stage = get_stage(ctx.stage)
+    return _comparable(fingerprint_inputs(stage, ctx), tuple(getattr(stage, "launch_only_settings", ())))
+
+
+def recorded_training(job: Path, launch_only: tuple[str, ...]) -> dict[str, Any] | None:
+    try:
+        data = json.loads((job / TRAINING).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return _comparable(data.get("inputs") or {}, launch_only)
+
+
+def settle_job_folder(ctx: StageContext) -> Path:
+    """The job folder this training continues in (always `ctx.job_dir`, by then holding the training's earlier
+    checkpoints if any folder had them), with its training.json written."""
+    from pipeline.registry import get_stage
+
+    job = ctx.job_dir
+    launch_only = tuple(getattr(get_stage(ctx.stage), "launch_only_settings", ()))
+    mine = current_training(ctx)
+    if not _started(job):
+        others = [f for f in sorted(job.parent.parent.glob("*/job"))
+                  if f.parent != job.parent and not f.parent.is_symlink() and _started(f)]
+        same = [f for f in others if recorded_training(f, launch_only) == mine]
+        legacy = [f for f in others if not (f / TRAINING).exists() and complete_checkpoints(f)]
+        if same:
+            source = max(same, key=_newest_step)
+            _adopt(source, job)
+            done = complete_checkpoints(job)
+            progress.note(ctx.stage, f"continuing the same training in {source}"
+                          + (f" (newest checkpoint {done[-1].name})" if done else "") + f"; its folder is now {job}")
+        elif legacy:
+            old = legacy[0]
+            raise StageError(
+                f"stage {ctx.stage}: {old} holds checkpoints (newest {complete_checkpoints(old)[-1].name}) written before "
+                f"job folders recorded what they train, so whether they are this training cannot be told; to "
+                f"continue them: `mv {old.parent} {job.parent}` and rerun; to start afresh: move or delete "
+                f"{old.parent} (or rerun with --force, which deletes every pretrain work folder)")
+        else:
+            kept = [f for f in others if complete_checkpoints(f)]
+            if kept:
+                listed = "; ".join(f"{f} (newest {complete_checkpoints(f)[-1].name})" for f in kept)
+                progress.note(ctx.stage, f"starting a new job folder {job} at step 0: the checkpoints in {listed} are "
+                                         "of other settings and are kept")
+    job.mkdir(parents=True, exist_ok=True)
+    record = {"fingerprint": ctx.fingerprint, "inputs": mine}
+    path = job / TRAINING
+    if not path.exists() or json.loads(path.read_text(encoding="utf-8")) != record:
+        atomic_write_text(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return job
+
+
+def holds_training(work_folder: Path) -> bool:
+    """Whether a stage work folder holds a job's checkpoints (what only --force may delete)."""
+    return bool(complete_checkpoints(work_folder / "job"))
+
+
+def _started(job: Path) -> bool:
+    return job.is_dir() and (bool(complete_checkpoints(job)) or (job / "jobs.jsonl").exists()
+                             or (job / "segments.jsonl").exists())
+
+
+def _newest_step(job: Path) -> int:
+    done = complete_checkpoints(job)
+    return done[-1].step if done else -1
+
+
+def _adopt(source: Path, job: Path) -> None:
+    """Make `job` the folder `source` is: rename it (its work folder) into place, or link to it while a Slurm job
+    of it may still write to the old path."""
+    from stages.pretrain.launch import slurm
+
+    old, new = source.parent, job.parent
+    if new.is_symlink():
+        new.unlink()
+    elif new.exists():
+        shutil.rmtree(new)  # nothing trained in it yet (_started was false): at most a rendered script
+    last = slurm.last_job(source)
+    busy = last is not None and _may_be_running(last["job_id"])
+    if busy:
+        os.symlink(old.name, new)  # relative: the run directory may move
+    else:
+        os.rename(old, new)
+
+
+def _may_be_running(job_id: str) -> bool:
+    from stages.pretrain.launch import slurm
+
+    if shutil.which("squeue") is None:
+        return False  # no Slurm here: nothing can be running for it
+    return slurm.job_status(job_id).active
