@@ -86,13 +86,15 @@ class ShardWriter:
 class Shard:
     """One shard of index.json, opened on its first read (through its pool, which bounds how many are open).
 
-    Holding a `Shard` costs its record and nothing else: no file, no mapping, no offsets in memory. Open, it
-    holds one file (the tokens, read with pread) and one read-only mapping of the offsets, whose pages the
-    kernel loads as documents are looked up and may drop again.
+    Holding a `Shard` costs a few hundred bytes (tens of thousands of them per rank) and nothing else: no
+    file, no mapping, no offsets in memory. Open, it holds one file (the tokens, read with pread) and one
+    read-only mapping of the offsets, whose pages the kernel loads as documents are looked up and may drop.
     """
 
-    def __init__(self, prefix: Path, record: dict[str, Any], pool: ShardPool | None = None):
-        self.prefix, self.record, self.pool = Path(prefix), record, pool
+    __slots__ = ("_prefix", "dtype", "n_tokens", "n_docs", "pool", "_fd", "_map", "_offsets", "__weakref__")
+
+    def __init__(self, prefix: Path | str, record: dict[str, Any], pool: ShardPool | None = None):
+        self._prefix, self.pool = str(prefix), pool
         self.dtype = np.dtype(record["dtype"])
         self.n_tokens, self.n_docs = int(record["tokens"]), int(record["docs"])
         self._fd: int | None = None
@@ -100,12 +102,16 @@ class Shard:
         self._offsets: np.ndarray | None = None
 
     @property
+    def prefix(self) -> Path:
+        return Path(self._prefix)
+
+    @property
     def bin_path(self) -> Path:
-        return self.prefix.with_suffix(".bin")
+        return Path(self._prefix + ".bin")
 
     @property
     def idx_path(self) -> Path:
-        return self.prefix.with_suffix(".idx")
+        return Path(self._prefix + ".idx")
 
     def __len__(self) -> int:
         return self.n_docs
@@ -172,10 +178,15 @@ class Shard:
         return np.fromfile(self.idx_path, dtype="<i8")
 
     def ids(self) -> list[str]:
-        return self.prefix.with_suffix(".ids").read_text(encoding="utf-8").splitlines()
+        return Path(self._prefix + ".ids").read_text(encoding="utf-8").splitlines()
 
     def __getstate__(self) -> dict[str, Any]:  # a dataloader worker process opens its own files
-        return {**self.__dict__, "_fd": None, "_map": None, "_offsets": None}
+        return {"_prefix": self._prefix, "dtype": self.dtype, "n_tokens": self.n_tokens, "n_docs": self.n_docs, "pool": self.pool}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for key, value in state.items():
+            setattr(self, key, value)
+        self._fd = self._map = self._offsets = None
 
     def __del__(self) -> None:
         try:
