@@ -28,10 +28,12 @@ class MemoryModel:
         return self.base_bytes + self.bytes_per_char * chars + self.bytes_per_piece * vocab_size
 
 
-# Measured by bench/tokenizer_bench.py (2 training threads), rounded up; see docs/scaling.md.
+# From bench/tokenizer_bench.py (2 training threads; docs/scaling.md has the table). BPE: fits of 212-279 MB +
+# 9.7-10.8 B/char over 4M-64M characters, 19 B/char between the two smallest samples, up to 589 B per piece
+# (262k vs 32k); unigram (--memory-unigram): 145 MB + 19.3 B/char. Rounded up so every measured point is covered.
 MODELS: dict[str, MemoryModel] = {
     "bpe": MemoryModel(base_bytes=200e6, bytes_per_char=16.0, bytes_per_piece=600.0),
-    "unigram": MemoryModel(base_bytes=200e6, bytes_per_char=40.0, bytes_per_piece=600.0),
+    "unigram": MemoryModel(base_bytes=200e6, bytes_per_char=24.0, bytes_per_piece=600.0),
 }
 
 
