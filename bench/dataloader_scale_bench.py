@@ -14,7 +14,8 @@ Then, for each size, order (global: the default; per_rank) and rank of the --wor
 with `ulimit -n 1024` builds the real EuropaShardsDataLoader (torchtitan's ParallelAwareDataloader, seq_len 4096,
 local batch 1, as configs/jupiter-1t.toml) and takes its first batch. Measured in the child:
   start-up   seconds from building the loader to holding the first batch (imports excluded, shown apart)
-  peak RSS   the child's ru_maxrss, and its part after the imports (Python + torch + torchtitan)
+  peak RSS   the child's VmHWM (peak resident memory since its exec), and that after the imports alone
+             (Python + torch + torchtitan)
   open files shard files open at the first batch (/proc/self/fd) and the most open at once (the pool's peak)
   mappings   shard mappings at the first batch and all of the process's mappings (/proc/self/maps)
 Goals (issue 15): start-up < 5 s, peak RSS < 1 GB, < 256 open shard files per rank, independent of the
@@ -82,6 +83,14 @@ def build_folder(folder: Path, n_shards: int, docs_per_shard: int) -> dict:
             "build_seconds": round(time.perf_counter() - t0, 1)}
 
 
+def vm_hwm_kb() -> int:
+    """Peak resident memory since exec (VmHWM); ru_maxrss would include the parent's size at fork."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def child(args: argparse.Namespace) -> int:
     """One rank: the loader until its first batch, measured from inside."""
     resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
@@ -89,7 +98,7 @@ def child(args: argparse.Namespace) -> int:
     from europa_model.data.loader import EuropaShardsDataLoader
 
     imports_s = time.perf_counter() - t_import
-    rss_imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss_imports = vm_hwm_kb() / 1024
     folder = Path(args.shards_dir).resolve()
     t0 = time.perf_counter()
     cfg = EuropaShardsDataLoader.Config(dataset_path=str(folder), seed=1234, order=args.order)
@@ -103,7 +112,7 @@ def child(args: argparse.Namespace) -> int:
     maps = Path("/proc/self/maps").read_text().splitlines()
     pool = dl.dataset.pool
     out = {"rank": args.rank, "order": args.order, "imports_s": round(imports_s, 2), "build_s": round(built_s, 3),
-           "startup_s": round(startup_s, 3), "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+           "startup_s": round(startup_s, 3), "peak_rss_mb": round(vm_hwm_kb() / 1024, 1),
            "rss_after_imports_mb": round(rss_imports, 1),
            "open_shard_files": sum(1 for f in fds if f.startswith(root)), "open_files": len(fds),
            "shard_mappings": sum(1 for line in maps if line.split()[-1].startswith(root)), "mappings": len(maps),

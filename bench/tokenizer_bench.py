@@ -54,8 +54,9 @@ num_threads=2)` otherwise at the project's defaults (character_coverage 0.9999, 
 normalisation, 16 reserved tokens, split digits), seed 1234 (the project's default run seed).
 
 Cost: each training runs in its own child process (this script with a hidden --_train flag), so that the
-peak resident memory is that training's alone: the parent reaps the child with os.wait4 and reads the
-child's own ru_maxrss (RUSAGE_CHILDREN would report the maximum over all children reaped so far). "train
+peak resident memory is that training's alone: the child reports its VmHWM (peak resident memory since its
+exec; its ru_maxrss would include the parent's size at fork, and RUSAGE_CHILDREN the maximum over all children
+reaped so far). "train
 seconds" is the wall time of the train_sentencepiece call measured inside the child (excludes interpreter
 start and imports); the child's whole wall time and the peak RSS of an import-only child (the baseline of
 Python + the stage's imports, included in every peak) are recorded too.
@@ -78,6 +79,7 @@ import json
 import math
 import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -152,8 +154,6 @@ def web_skew_targets(lines: dict[str, list[str]], total_chars: int) -> dict[str,
 
 # ------------------------------------------------------------------------------------------ training child
 def child_train(args: argparse.Namespace) -> int:
-    import resource
-
     from stages.tokenizer.config import TokenizerConfig
     from stages.tokenizer.train import VocabularyTooLarge, train_sentencepiece
 
@@ -169,8 +169,18 @@ def child_train(args: argparse.Namespace) -> int:
         except VocabularyTooLarge as e:  # a sample too small for the vocabulary: a point the caller skips
             out = {"train_seconds": time.perf_counter() - t0, "model": None, "error": str(e)}
     out["self_maxrss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out["vm_hwm_kb"] = vm_hwm_kb()
     print("RESULT " + json.dumps(out))
     return 0
+
+
+def vm_hwm_kb() -> int:
+    """This process's peak resident memory since its exec (VmHWM). Not ru_maxrss: a child forked from a large
+    parent inherits the parent's resident size in ru_maxrss until exec, which would hide a small child's peak."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def run_child(extra: list[str]) -> dict:
@@ -186,7 +196,7 @@ def run_child(extra: list[str]) -> dict:
         raise SystemExit(f"training child failed with exit code {p.returncode}")
     result = json.loads(next(line[7:] for line in stdout.splitlines() if line.startswith("RESULT ")))
     result["child_wall_seconds"] = wall
-    result["peak_mb"] = usage.ru_maxrss / 1024  # Linux: kilobytes
+    result["peak_mb"] = result.get("vm_hwm_kb", usage.ru_maxrss) / 1024  # Linux: kilobytes
     return result
 
 
