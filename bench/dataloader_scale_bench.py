@@ -10,7 +10,8 @@ vocabulary) and ~1,000-token documents, so each .bin is ~40 MB: 0.8 TB of tokens
 as sparse files (truncate: no disk used, reads return zeros), while the .idx files hold real offsets
 (80 KB per shard, 1.6 GB per 20,000 shards). index.json and mixture.json are what the shards stage writes.
 
-Then, for each size, order (global: the default; per_rank) and rank of the --world layout, a child process
+Then, for each order (global: the default; per_rank), rank of the --world layout and size (interleaved,
+--repeats times, keeping the fastest start-up and the largest RSS: the machine is shared), a child process
 with `ulimit -n 1024` builds the real EuropaShardsDataLoader (torchtitan's ParallelAwareDataloader, seq_len 4096,
 local batch 1, as configs/jupiter-1t.toml) and takes its first batch. Measured in the child:
   start-up   seconds from building the loader to holding the first batch (imports excluded, shown apart)
@@ -140,6 +141,7 @@ def main() -> int:
     ap.add_argument("--orders", default="global,per_rank")
     ap.add_argument("--work", type=Path, default=None, help="Where to build the folders (default: a temporary folder).")
     ap.add_argument("--keep", action="store_true", help="Keep the synthetic folders.")
+    ap.add_argument("--repeats", type=int, default=2, help="Children per configuration; the fastest start-up is kept, the largest RSS.")
     ap.add_argument("--data", type=Path, default=None, help=argparse.SUPPRESS)  # bench/summary.py passes it to every bench
     ap.add_argument("--json", type=Path, default=RESULTS / "dataloader_scale_bench.json")
     ap.add_argument("--_child", action="store_true", help=argparse.SUPPRESS)
@@ -159,18 +161,24 @@ def main() -> int:
         for n in sizes:
             print(f"building {n:,} shards x {args.docs_per_shard:,} documents ...", flush=True)
             folders[n] = build_folder(work / f"shards-{n}", n, args.docs_per_shard)
-            os.sync()  # the folder's writeback must not run during the measurements
             print(f"  {folders[n]}", flush=True)
-            for order in orders:
-                for rank in ranks:
-                    r = run_child(work / f"shards-{n}", rank, args.world, order)
+        os.sync()  # the folders' writeback must not run during the measurements
+        # Interleaved over the sizes and repeated, keeping each configuration's fastest start-up: the machine is
+        # shared, and a comparison of sizes must not be a comparison of two moments' load.
+        for order in orders:
+            for rank in ranks:
+                for n in sizes:
+                    runs = [run_child(work / f"shards-{n}", rank, args.world, order) for _ in range(args.repeats)]
+                    r = min(runs, key=lambda x: x["startup_s"])
+                    r["peak_rss_mb"] = max(x["peak_rss_mb"] for x in runs)
                     results.append({"shards": n, **r})
-                    print(f"  {order:<8} rank {rank:>5}: start-up {r['startup_s']:.2f} s, peak RSS {r['peak_rss_mb']:.0f} MB, "
+                    print(f"  {n:>7,} shards, {order:<8} rank {rank:>5}: start-up {r['startup_s']:.2f} s, peak RSS {r['peak_rss_mb']:.0f} MB, "
                           f"{r['open_shard_files']} shard files open (peak {r['shards_open_peak']} shards), "
                           f"{r['shard_mappings']} shard mappings of {r['mappings']}", flush=True)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
+    results.sort(key=lambda r: (r["shards"], orders.index(r["order"]), r["rank"]))
 
     print(f"\n{'shards':>7} {'order':<9}{'rank':>6}{'start-up s':>12}{'peak RSS MB':>13}{'(imports)':>11}"
           f"{'open shard files':>18}{'peak open':>11}{'shard maps':>12}{'all maps':>10}")

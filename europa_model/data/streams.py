@@ -11,11 +11,13 @@ Two small pieces, each with a state that fits in a few integers (packing them in
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from bisect import bisect_right
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -44,14 +46,26 @@ def open_shards(shards_dir: Path, split: str, languages: list[str] | None = None
     index_path = Path(shards_dir) / "index.json"
     if not index_path.exists():
         raise ShardError(f"{index_path} not found; run the shards stage first (europa stage shards)")
-    index = json.loads(index_path.read_text())
     pool = ShardPool(max_open)
     root = os.path.join(str(shards_dir), "")  # plain strings: pathlib costs ~15 us per shard, tens of thousands of them
     by_lang: dict[str, list[Shard]] = {}
-    for rec in index["shards"]:
-        if rec["split"] == split and (languages is None or rec["lang"] in languages):
-            by_lang.setdefault(rec["lang"], []).append(Shard(root + rec["path"], rec, pool))
+    with _no_gc():  # hundreds of thousands of new objects: the cyclic GC would rescan them all, again and again
+        index = json.loads(index_path.read_text())
+        for rec in index["shards"]:
+            if rec["split"] == split and (languages is None or rec["lang"] in languages):
+                by_lang.setdefault(rec["lang"], []).append(Shard(root + rec["path"], rec, pool))
     return index, by_lang
+
+
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class LanguageStream:
