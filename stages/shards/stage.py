@@ -24,7 +24,7 @@ from pipeline.stage import StageContext, StageError, StageOutcome, StepResults, 
 from stages.shards.config import ShardsConfig
 
 SPLITS = ("train", "val")
-TOKENIZE = "tokenize"  # the step that tokenizes one ingest Parquet file per unit
+TOKENIZE = "tokenize"  # the step whose units each tokenize a run of one language's ingest Parquet files
 EXACT_SPLIT_BELOW_DOCS = 1_000_000  # smaller languages get an exact validation count (read their ids once)
 DEFAULT_BYTES_PER_TOKEN = 4.0  # for sizing units when the tokenizer measured none for a language
 SHARD_FIELDS = ("dtype", "tokens", "docs", "ids_bytes", "sha256_bin", "sha256_idx", "sha256_ids")  # index.json, per shard
