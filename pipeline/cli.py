@@ -132,9 +132,7 @@ def cmd_verify(args) -> int:
     from pipeline.errors import UsageError
     from pipeline.verify import ProgressLines, check_stage, human_bytes
 
-    rd, _ = resolve_run(args)
-    if not rd.path.is_dir():
-        raise UsageError(f"run directory {rd.path} does not exist; pass the run's --run-dir")
+    rd, _ = resolve_run(args, existing=True)
     stages = [args.stage] if args.stage else list(STAGE_NAMES)
     report = ProgressLines()
     damaged, checked = [], 0
