@@ -19,7 +19,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable
 
 from pipeline.manifest import OutputFile
 from pipeline.rundir import RunDir
@@ -87,12 +87,6 @@ def check_stage(run_dir: RunDir, stage: str, *, checksums: bool = True, progress
                                                                  f"the manifest says {out.sha256[:16]}..."))
     result.damage.sort(key=lambda d: d.path)
     return result
-
-
-def check_run(run_dir: RunDir, stages: Iterable[str], *, checksums: bool = True,
-              progress: Progress | None = None) -> dict[str, StageCheck | None]:
-    """`check_stage` for each stage, in the order given (None: not published)."""
-    return {stage: check_stage(run_dir, stage, checksums=checksums, progress=progress) for stage in stages}
 
 
 class _Counter:
