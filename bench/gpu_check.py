@@ -80,7 +80,7 @@ vocab_size = 1000
 reserved_tokens = 2
 [shards]
 val_fraction = 0.05
-max_shard_tokens = 262144
+shard_bytes = 524288
 """
 
 

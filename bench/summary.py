@@ -3,9 +3,9 @@
 
     .venv/bin/python bench/summary.py [--no-run] [--only ingest,shards] [--data ../shared/data] [--setup-reference]
 
-Runs bench/{ingest,langid,tokenizer,shards,train}_bench.py one after the other (each writes its figures to
-bench/results/<name>.json, removed first so nothing stale is shown), then prints the table. `--no-run` only
-reads the results the scripts last wrote. A benchmark whose data is absent (../shared/data is not part of a
+Runs bench/{ingest,langid,tokenizer,shards,dataloader_scale,train}_bench.py one after the other (each writes
+its figures to bench/results/<name>.json, removed first so nothing stale is shown), then prints the table.
+`--no-run` only reads the results the scripts last wrote. A benchmark whose data is absent (../shared/data is not part of a
 clone) says so and is listed as skipped under the table; one that fails is listed with its exit code. The
 ingest reference (datatrove) needs its own venv: `--setup-reference` creates it (bench/reference/README.md).
 Exit status: 0 unless a benchmark failed.
@@ -83,6 +83,20 @@ def tokenizer_rows(r: dict[str, Any]) -> list[Row]:
             skewed["languages_within_goal"], ref, "d"),
         Row("tokenizer", "mean fertility (tokens per word), balanced", s["balanced"]["mean_fertility"], skewed["mean_fertility"], ref, ".3f", "lower"),
     ]
+    return rows + tokenizer_memory_rows(r["memory"]) if "memory" in r else rows
+
+
+def tokenizer_memory_rows(m: dict[str, Any]) -> list[Row]:
+    rows = []
+    for model_type, vocab in (("bpe", 32_000), ("bpe", 262_144)):
+        points = [p for p in m["points"] if (p["model_type"], p["vocab_size"]) == (model_type, vocab) and not p.get("error")]
+        if points:
+            p = max(points, key=lambda q: q["chars"])
+            rows.append(Row("tokenizer", f"SentencePiece {model_type} {vocab // 1000}k peak MB, {p['chars'] / 1e6:.0f}M-char sample",
+                            p["peak_mb"], p["estimate_mb"], "stages/tokenizer/memory.py estimate (must cover)", ",.0f", "lower"))
+    full = m["full_run"]
+    rows.append(Row("tokenizer", f"full-run tokenizer peak GB ({full['vocab_size'] // 1000}k, {full['budget_chars'] / 1e9:.0f}G chars)",
+                    full["estimated_peak_gb"], None, "estimate from the measured model", ",.0f", "lower"))
     return rows
 
 
@@ -92,6 +106,8 @@ def shards_rows(r: dict[str, Any]) -> list[Row]:
         Row("shards", "tokenize + write shards, 1 process, tokens/s", r["one_process_tokens_per_s"], raw, "raw SentencePiece encode, 1 thread", ",.0f"),
         Row("shards", "tokenize + write shards, 2 processes, tokens/s", r["two_process_tokens_per_s"], raw, "raw SentencePiece encode, 1 thread", ",.0f"),
         Row("shards", "dataloader read (seq_len 4096), tokens/s", r["read_tokens_per_s"], 10e6, "goal (issue 4)", ",.0f"),
+        Row("shards", "tokenize + write, 1 process, x raw encode", r["one_process_tokens_per_s"] / raw, 0.9, "goal (issue 15)", ".2f"),
+        Row("shards", "tokenize + write, 2 processes, x raw encode", r["two_process_tokens_per_s"] / raw, 1.8, "goal (issue 15)", ".2f"),
     ]
 
 
@@ -105,9 +121,25 @@ def train_rows(r: dict[str, Any]) -> list[Row]:
     ]
 
 
+def dataloader_scale_rows(r: dict[str, Any]) -> list[Row]:
+    goals, worst = r["goals"], r["worst"]
+    sizes = ", ".join(f"{int(n):,}" for n in r["setup"]["folders"])
+    where = f"{sizes} shards, ranks {'/'.join(map(str, r['setup']['ranks']))} of {r['setup']['world']:,}"
+    rows = [
+        Row("shards", f"dataloader start-up s, worst ({where})", worst["startup_s"], goals["startup_s"], "goal (issue 15)", ".2f", "lower"),
+        Row("shards", "dataloader peak RSS MB per rank, worst", worst["peak_rss_mb"], goals["peak_rss_mb"], "goal (issue 15)", ",.0f", "lower"),
+        Row("shards", "dataloader open shard files per rank, worst", worst["open_shard_files"], goals["open_shard_files"],
+            "goal (issue 15), ulimit -n 1024", "d", "lower"),
+    ]
+    if "peak_rss_mb" in r.get("growth", {}):
+        rows.append(Row("shards", "dataloader peak RSS MB per 1,000 more shards", r["growth"]["peak_rss_mb"]["per_1000_shards"], None,
+                        "", ".2f", "lower"))
+    return rows
+
+
 BENCHMARKS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "ingest": ingest_rows, "langid": langid_rows, "tokenizer": tokenizer_rows, "shards": shards_rows,
-    "train": train_rows,
+    "dataloader_scale": dataloader_scale_rows, "train": train_rows,
 }
 
 

@@ -54,8 +54,9 @@ num_threads=2)` otherwise at the project's defaults (character_coverage 0.9999, 
 normalisation, 16 reserved tokens, split digits), seed 1234 (the project's default run seed).
 
 Cost: each training runs in its own child process (this script with a hidden --_train flag), so that the
-peak resident memory is that training's alone: the parent reaps the child with os.wait4 and reads the
-child's own ru_maxrss (RUSAGE_CHILDREN would report the maximum over all children reaped so far). "train
+peak resident memory is that training's alone: the child reports its VmHWM (peak resident memory since its
+exec; its ru_maxrss would include the parent's size at fork, and RUSAGE_CHILDREN the maximum over all children
+reaped so far). "train
 seconds" is the wall time of the train_sentencepiece call measured inside the child (excludes interpreter
 start and imports); the child's whole wall time and the peak RSS of an import-only child (the baseline of
 Python + the stage's imports, included in every peak) are recorded too.
@@ -78,6 +79,7 @@ import json
 import math
 import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -86,6 +88,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
 
 RESULTS = REPO / "bench" / "results"
 
@@ -151,21 +154,33 @@ def web_skew_targets(lines: dict[str, list[str]], total_chars: int) -> dict[str,
 
 # ------------------------------------------------------------------------------------------ training child
 def child_train(args: argparse.Namespace) -> int:
-    import resource
-
     from stages.tokenizer.config import TokenizerConfig
-    from stages.tokenizer.train import train_sentencepiece
+    from stages.tokenizer.train import VocabularyTooLarge, train_sentencepiece
 
     out = {"import_only": True}
     if args._train:
         spec = json.loads(Path(args._train).read_text())
-        cfg = TokenizerConfig(model_type="bpe", vocab_size=spec["vocab_size"], num_threads=spec["threads"])
+        cfg = TokenizerConfig(model_type=spec.get("model_type", "bpe"), vocab_size=spec["vocab_size"], num_threads=spec["threads"],
+                              max_sentences=spec.get("max_sentences", 20_000_000))
         t0 = time.perf_counter()
-        model = train_sentencepiece([Path(p) for p in spec["inputs"]], Path(spec["prefix"]), cfg, spec["seed"])
-        out = {"train_seconds": time.perf_counter() - t0, "model": str(model)}
+        try:
+            model = train_sentencepiece([Path(p) for p in spec["inputs"]], Path(spec["prefix"]), cfg, spec["seed"])
+            out = {"train_seconds": time.perf_counter() - t0, "model": str(model)}
+        except VocabularyTooLarge as e:  # a sample too small for the vocabulary: a point the caller skips
+            out = {"train_seconds": time.perf_counter() - t0, "model": None, "error": str(e)}
     out["self_maxrss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out["vm_hwm_kb"] = vm_hwm_kb()
     print("RESULT " + json.dumps(out))
     return 0
+
+
+def vm_hwm_kb() -> int:
+    """This process's peak resident memory since its exec (VmHWM). Not ru_maxrss: a child forked from a large
+    parent inherits the parent's resident size in ru_maxrss until exec, which would hide a small child's peak."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def run_child(extra: list[str]) -> dict:
@@ -181,7 +196,7 @@ def run_child(extra: list[str]) -> dict:
         raise SystemExit(f"training child failed with exit code {p.returncode}")
     result = json.loads(next(line[7:] for line in stdout.splitlines() if line.startswith("RESULT ")))
     result["child_wall_seconds"] = wall
-    result["peak_mb"] = usage.ru_maxrss / 1024  # Linux: kilobytes
+    result["peak_mb"] = result.get("vm_hwm_kb", usage.ru_maxrss) / 1024  # Linux: kilobytes
     return result
 
 
@@ -196,6 +211,11 @@ def main() -> int:
     ap.add_argument("--rebalance-rounds", type=int, default=3, help="Parity rebalancing rounds for the 'rebalanced' tokenizer.")
     ap.add_argument("--rebalance-strength", type=float, default=2.0, help="Exponent on parity / mean parity per round.")
     ap.add_argument("--json", type=Path, default=RESULTS / "tokenizer_bench.json", help="Where to write the figures (bench/summary.py reads them).")
+    ap.add_argument("--only", choices=("fairness", "memory"), help="Run one part (default: both).")
+    ap.add_argument("--memory-sizes", default="4000000,16000000,64000000",
+                    help="Sample sizes in characters for the memory part (SentencePiece peak memory and time vs sample size).")
+    ap.add_argument("--memory-unigram", action="store_true", help="Also measure unigram (32k) in the memory part (~90 s more).")
+    ap.add_argument("--memory-corpus-chars", type=int, default=None, help="Corpus the samples are drawn from (default 2x the largest).")
     ap.add_argument("--_train", help=argparse.SUPPRESS)
     ap.add_argument("--_baseline", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -206,6 +226,20 @@ def main() -> int:
     if not ntrex.is_dir() or not devtest.is_dir():
         print(f"tokenizer bench skipped: {ntrex} or {devtest} not found (the benchmark data lives outside the repo; pass --data).")
         return 0
+    result = fairness(args) if args.only != "memory" else {}
+    if args.only != "fairness":
+        from tokenizer_memory import memory_scaling
+
+        result["memory"] = memory_scaling(args, run_child, NTREX_CODES)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    print(f"\nwrote {args.json}")
+    return 0
+
+
+def fairness(args: argparse.Namespace) -> dict:
+    """The balanced, web-skewed, as-is and rebalanced tokenizers and their parity on FLORES devtest."""
+    ntrex, devtest = args.data / "ntrex128", args.data / "flores200" / "devtest"
 
     from pipeline.languages import EU_LANGUAGE_CODES
     from stages.tokenizer.config import SampleConfig
@@ -349,10 +383,7 @@ def main() -> int:
         "table": out_lines,
         "goal_met": verdict,
     }
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
-    print(f"\nwrote {args.json}")
-    return 0
+    return result
 
 
 if __name__ == "__main__":

@@ -62,7 +62,7 @@ vocab_size = 1000
 reserved_tokens = 2
 [shards]
 val_fraction = 0.05
-max_shard_tokens = 65536
+shard_bytes = 131072
 [pretrain]
 flavor = "tiny"
 seq_len = {seq_len}

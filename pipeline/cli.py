@@ -1,4 +1,4 @@
-"""`europa`: the command line, a dispatcher. It knows the core commands (run, stage, status); every other
+"""`europa`: the command line, a dispatcher. It knows the core commands (run, stage, status, verify); every other
 command, and the options of `europa stage <name>`, belong to the stage that registers them in its
 commands.py (pipeline/registry.py names those modules).
 
@@ -46,6 +46,14 @@ def _parser() -> argparse.ArgumentParser:
     add_run_options(st)
     st.add_argument("--json", action="store_true", help="machine-readable output")
     st.set_defaults(handler=cmd_status)
+
+    v = sub.add_parser("verify", help="re-check published files against their manifests (missing, size, checksum)",
+                       description="Re-check every published file of a run (or of one stage) against its manifest: "
+                       "missing files, size and checksum mismatches, each named. Exit 0 when all verified, 1 when any is damaged.")
+    add_run_options(v)
+    v.add_argument("--stage", choices=STAGE_NAMES, help="only this stage (default: every published stage)")
+    v.add_argument("--sizes-only", action="store_true", help="existence and sizes only, no checksums (seconds, not hours)")
+    v.set_defaults(handler=cmd_verify)
 
     for module in commands_modules():
         if hasattr(module, "add_commands"):
@@ -122,6 +130,39 @@ def cmd_status(args) -> int:
         fin = m.finished_at[:19].replace("T", " ") if m else "-"
         detail = "; ".join(x for x in (s.reason, counts(m.summary) if m else "") if x)
         print(f"{s.name:<11} {s.state:<16} {dur:>9}  {fin:<20} {detail}")
+    return EXIT_OK
+
+
+def cmd_verify(args) -> int:
+    from pipeline.errors import UsageError
+    from pipeline.verify import ProgressLines, check_stage, human_bytes
+
+    rd, _ = resolve_run(args, existing=True)
+    stages = [args.stage] if args.stage else list(STAGE_NAMES)
+    report = ProgressLines()
+    damaged, checked = [], 0
+    for name in stages:
+        result = check_stage(rd, name, checksums=not args.sizes_only, progress=report)
+        report.finish(name)
+        if result is None:
+            if args.stage:
+                raise UsageError(f"stage {name} has not published anything in {rd.path}; nothing to verify")
+            print(f"{name:<11} not published")
+            continue
+        checked += 1
+        what = "sizes" if args.sizes_only else "sizes and checksums"
+        if result.ok:
+            print(f"{name:<11} verified: {result.files:,} files, {human_bytes(result.bytes)} ({what})")
+            continue
+        damaged.append(name)
+        print(f"{name:<11} DAMAGED: {len(result.damage):,} of {result.files:,} files")
+        for d in result.damage:
+            print(f"  {d.describe(name)}")
+    if damaged:
+        fix = "; ".join(f"europa stage {n} --force --run-dir {rd.path}" for n in damaged)
+        return _fail(f"{', '.join(damaged)}: damaged files (listed above); restore them or rerun: {fix}", 1)
+    if not checked:
+        raise UsageError(f"nothing is published in {rd.path}; nothing to verify")
     return EXIT_OK
 
 

@@ -15,7 +15,7 @@ vocab_size = 1000
 reserved_tokens = 2
 [shards]
 val_fraction = 0.1
-max_shard_tokens = 4096
+shard_bytes = 8192
 """
 
 

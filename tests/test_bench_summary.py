@@ -28,12 +28,20 @@ RESULTS = {
         "proportional": {"max_parity": 2.0, "languages_within_goal": 5, "languages_measured": 24, "mean_fertility": 2.5}}},
     "shards_bench.json": {"raw_tokens_per_s": 800_000, "one_process_tokens_per_s": 760_000,
                           "two_process_tokens_per_s": 1_520_000, "read_tokens_per_s": 25e6},
+    "dataloader_scale_bench.json": {
+        "setup": {"world": 1536, "ranks": [0, 767, 1535], "folders": {"20000": {}, "40000": {}}},
+        "goals": {"startup_s": 5.0, "peak_rss_mb": 1024.0, "open_shard_files": 256},
+        "worst": {"startup_s": 0.5, "peak_rss_mb": 512.0, "open_shard_files": 48},
+        "growth": {"peak_rss_mb": {"per_1000_shards": 1.2}}},
 }
+MEMORY = {"points": [{"model_type": "bpe", "vocab_size": 262_144, "chars": 64e6, "peak_mb": 900.0, "estimate_mb": 1200.0}],
+          "full_run": {"vocab_size": 262_144, "budget_chars": 20e9, "estimated_peak_gb": 320.0}}
 
 
 def test_table_from_results(summary, tmp_path, capsys):
     for name, data in RESULTS.items():
         (tmp_path / name).write_text(json.dumps(data))
+    (tmp_path / "tokenizer_bench.json").write_text(json.dumps({**RESULTS["tokenizer_bench.json"], "memory": MEMORY}))
     assert summary.main(["--no-run", "--results", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     lines = {line.split("|")[2].strip(): line for line in out.splitlines() if line.startswith("| ") and "figure" not in line}
@@ -42,6 +50,11 @@ def test_table_from_results(summary, tmp_path, capsys):
     assert "0.70x" in lines["worst parity vs English, UniMax-balanced"] and "lower" in lines["worst parity vs English, UniMax-balanced"]
     assert "0.95x" in lines["tokenize + write shards, 1 process, tokens/s"]
     assert "2.50x" in lines["dataloader read (seq_len 4096), tokens/s"]
+    assert "1.06x" in lines["tokenize + write, 1 process, x raw encode"]  # 0.95 of raw against the 0.9 goal
+    assert "0.75x" in lines["SentencePiece bpe 262k peak MB, 64M-char sample"]  # measured / the model's estimate
+    assert "320" in lines["full-run tokenizer peak GB (262k, 20G chars)"]
+    start = next(k for k in lines if k.startswith("dataloader start-up s"))
+    assert "0.10x" in lines[start] and "0.50x" in lines["dataloader peak RSS MB per rank, worst"]
     assert "langid: skipped: no " in out
 
 

@@ -6,6 +6,11 @@ shards with the mixture of mixture.json. Batches have torchtitan's text-dataset 
 `({"input": LongTensor[B, S], "positions": LongTensor[B, S]}, labels LongTensor[B, S])`; positions restart
 at every document so attention can be masked per document. Its position is saved in every checkpoint
 (torchdata's StatefulDataLoader asks the dataset for `state_dict`) and restored exactly.
+
+Start-up reads index.json and mixture.json and nothing else: the shards' checksums were checked when the
+shards stage wrote them (and `europa verify` re-checks them on demand), so a rank neither hashes nor opens the
+corpus; it opens a shard when it first reads from it, checks its sizes then and the slice of every document
+it reads, and keeps at most `max_open_shards` open.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from torch.utils.data import IterableDataset
 from torchtitan.components.dataloader import ParallelAwareDataloader
 
 from europa_model.data.packing import PackedSequences
+from europa_model.data.pool import DEFAULT_MAX_OPEN
 from europa_model.data.streams import MixtureStream, open_shards
 
 
@@ -37,8 +43,9 @@ class ShardDataset(IterableDataset, Stateful):
     """
 
     def __init__(self, shards_dir: Path, split: str, seq_len: int, seed: int, dp_rank: int, dp_world_size: int,
-                 verify: bool = True, order: str = "global", local_batch_size: int = 1):
-        index, by_lang = open_shards(shards_dir, split, verify=verify)
+                 order: str = "global", local_batch_size: int = 1, max_open_shards: int = DEFAULT_MAX_OPEN):
+        index, by_lang = open_shards(shards_dir, split, max_open=max_open_shards)
+        self.pool = next((shards[0].pool for shards in by_lang.values() if shards), None)
         if split == "train":
             mixture = json.loads((Path(shards_dir) / "mixture.json").read_text())
             weights = {lang: m["weight"] for lang, m in mixture["languages"].items()}
@@ -78,16 +85,18 @@ class EuropaShardsDataLoader(ParallelAwareDataloader):
 
         split: str = "train"
         seed: int = 1234
-        verify_checksums: bool = True
         order: str = "global"
         """"global": the same global batches at any data-parallel size; "per_rank": disjoint streams per rank."""
+
+        max_open_shards: int = DEFAULT_MAX_OPEN
+        """Shards open at once per rank (and per dataloader worker), least recently read closed first."""
 
     def __init__(self, config: Config, *, dp_world_size: int, dp_rank: int, tokenizer=None, seq_len: int,
                  local_batch_size: int, snapshot_every_n_steps: int | None = 1, **kwargs):
         if not config.dataset_path:
             raise ValueError("EuropaShardsDataLoader.Config.dataset_path must point at a run's shards/ folder")
         dataset = ShardDataset(Path(config.dataset_path), config.split, seq_len, config.seed, dp_rank, dp_world_size,
-                               verify=config.verify_checksums, order=config.order, local_batch_size=local_batch_size)
+                               order=config.order, local_batch_size=local_batch_size, max_open_shards=config.max_open_shards)
         super().__init__(dataset, dp_rank=dp_rank, dp_world_size=dp_world_size, num_workers=config.num_workers,
                          persistent_workers=config.persistent_workers, pin_memory=config.pin_memory,
                          prefetch_factor=config.prefetch_factor, snapshot_every_n_steps=snapshot_every_n_steps,

@@ -270,6 +270,9 @@ class PretrainConfig(StrictModel):
     data_order: Literal["global", "per_rank"] = Field(
         "global", description="global: the same global batches at any GPU count (resume elsewhere, 1 vs N ranks agree); "
         "per_rank: each rank streams its own documents (no redundant packing; order depends on the rank count).")
+    max_open_shards: int = Field(
+        64, ge=1, description="Shards each rank (and dataloader worker) keeps open, least recently read closed first; "
+        "each costs 2 file descriptors and 1 mapping (ulimit -n is often 1024).")
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
     parallelism: ParallelismConfig = Field(default_factory=ParallelismConfig)

@@ -88,7 +88,8 @@ def build_trainer_config(
                                               peak_flops_per_device=peak_flops_per_device,
                                               max_loss=(settings.max_loss_factor * math.log(vocab_size)
                                                         if settings.max_loss_factor else None)),
-        dataloader=EuropaShardsDataLoader.Config(dataset_path=str(shards_dir), seed=seed, order=settings.data_order),
+        dataloader=EuropaShardsDataLoader.Config(dataset_path=str(shards_dir), seed=seed, order=settings.data_order,
+                                                 max_open_shards=settings.max_open_shards),
         optimizer=_optimizer(settings, model_spec),
         lr_scheduler=LRSchedulersContainer.Config(
             warmup_steps=settings.schedule.warmup_steps,

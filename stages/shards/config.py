@@ -20,5 +20,7 @@ class MixtureConfig(StrictModel):
 
 class ShardsConfig(StrictModel):
     val_fraction: float = Field(0.01, ge=0.0, lt=0.5, description="Share of each language's documents held out for validation.")
-    max_shard_tokens: int = Field(1 << 28, ge=1024, description="Tokens per shard file at most (bounded files).")
+    shard_bytes: int = Field(
+        2 << 30, ge=2048, description="Size of a shard's token file (.bin) at most; units group a language's ingest files to "
+        "fill about one. 1-4 GiB at full scale keeps the corpus at tens of thousands of shards.")
     mixture: MixtureConfig = Field(default_factory=MixtureConfig)

@@ -1,14 +1,18 @@
 """The shards stage: every ingested document tokenized once, into bounded memory-mappable shards.
 
-Units are (language x ingest Parquet file); each tokenizes its documents with the run's SentencePiece model,
-appends EOS, routes each document to train or validation by a hash of its id (so the split does not depend
-on the order or the parallelism) and writes bounded shards into its unit folder. finalize moves the unit
-shards into train/<lang>/ and val/<lang>/, writes index.json (shapes, dtype, checksums) and the training
-mixture (mixture.json).
+Units are (language x a run of its ingest Parquet files), sized to fill about one shard of `shard_bytes`
+(1-4 GB at full scale: tens of thousands of shards, not hundreds of thousands); each tokenizes its documents
+with the run's SentencePiece model, appends EOS, routes each document to train or validation by a hash of its
+id (so the split does not depend on the order or the parallelism) and writes bounded shards into its unit
+folder, hashing them as it writes. finalize moves the unit shards into train/<lang>/ and val/<lang>/, checks
+that every moved file has the size its record says, writes index.json (shapes, dtype, checksums) and the
+training mixture (mixture.json), and hands the checksums computed while writing to the manifest, so no shard
+is read back (`europa verify` re-reads them on demand).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections import defaultdict
@@ -20,13 +24,15 @@ from pipeline.stage import StageContext, StageError, StageOutcome, StepResults, 
 from stages.shards.config import ShardsConfig
 
 SPLITS = ("train", "val")
-TOKENIZE = "tokenize"  # the step that tokenizes one ingest Parquet file per unit
+TOKENIZE = "tokenize"  # the step whose units each tokenize a run of one language's ingest Parquet files
 EXACT_SPLIT_BELOW_DOCS = 1_000_000  # smaller languages get an exact validation count (read their ids once)
+DEFAULT_BYTES_PER_TOKEN = 4.0  # for sizing units when the tokenizer measured none for a language
+SHARD_FIELDS = ("dtype", "tokens", "docs", "ids_bytes", "sha256_bin", "sha256_idx", "sha256_ids")  # index.json, per shard
 
 
 class ShardsStage:
     name = "shards"
-    code_version = "1"
+    code_version = "2"
     steps = (TOKENIZE,)
 
     def input_signature(self, ctx: StageContext) -> Any:
@@ -52,18 +58,33 @@ class ShardsStage:
                 hashes = sorted(split_hash(ctx.config.run.seed, i) for f in files for i in pq.read_table(f, columns=["id"]).column("id").to_pylist())
                 k = min(max(1, round(cfg.val_fraction * len(hashes))), len(hashes) - 1)
                 threshold = hashes[k - 1] + 1 if k > 0 else 0
-            for i, f in enumerate(files):
-                units.append(Unit(f"{lang}-{i:05d}", {"lang": lang, "file": str(f), "val_threshold": threshold}))
+            for i, group in enumerate(group_files(files, self._bin_bytes_per_file(ctx, lang, files), cfg.shard_bytes)):
+                units.append(Unit(f"{lang}-{i:05d}", {"lang": lang, "files": [str(f) for f in group], "val_threshold": threshold}))
         return units
 
+    @staticmethod
+    def _bin_bytes_per_file(ctx: StageContext, lang: str, files: list[Path]) -> list[float]:
+        """Expected .bin bytes of each file's documents, without reading them: the language's kept bytes (ingest
+        record) shared by file size, over the tokenizer's bytes per token for the language (its record)."""
+        from europa_model.data.format import token_dtype
+
+        tok = ctx.record("tokenizer")
+        metric = tok.metrics.get(lang)
+        bytes_per_token = (metric.bytes_per_token if metric is not None else None) or DEFAULT_BYTES_PER_TOKEN
+        itemsize = token_dtype(tok.model.vocab_size).itemsize
+        sizes = [f.stat().st_size for f in files]
+        kept = ctx.record("ingest").per_language[lang].kept_bytes
+        total = sum(sizes) or 1
+        return [kept * size / total / bytes_per_token * itemsize for size in sizes]
+
     def run_unit(self, ctx: StageContext, unit: Unit, out_dir: Path) -> dict[str, Any]:
-        from stages.shards.tokenize import RoundTripError, tokenize_file
+        from stages.shards.tokenize import RoundTripError, tokenize_files
 
         cfg = self._settings(ctx)
         try:
-            records = tokenize_file(ctx.upstream_dir("tokenizer") / "tokenizer.model", Path(unit.payload["file"]), out_dir,
-                                    seed=ctx.config.run.seed, val_threshold=unit.payload["val_threshold"],
-                                    max_shard_tokens=cfg.max_shard_tokens)
+            records = tokenize_files(ctx.upstream_dir("tokenizer") / "tokenizer.model", [Path(f) for f in unit.payload["files"]],
+                                     out_dir, seed=ctx.config.run.seed, val_threshold=unit.payload["val_threshold"],
+                                     shard_bytes=cfg.shard_bytes)
         except RoundTripError as e:
             raise StageError(f"stage shards: {e}; retrain it (europa stage tokenizer --force)") from None
         return {"lang": unit.payload["lang"], "shards": records}
@@ -84,7 +105,7 @@ class ShardsStage:
         counters: dict[tuple[str, str], int] = defaultdict(int)
         per_lang: dict[str, dict[str, int]] = {lang: {f"{s}_{k}": 0 for s in SPLITS for k in ("tokens", "docs", "shards")}
                                                for lang in ctx.config.run.languages}
-        shards, tokens_out = [], {}
+        shards, tokens_out, checksums = [], {}, {}
         for uid in sorted(results):
             r = results[uid]
             for rec in r["shards"]:
@@ -95,8 +116,11 @@ class ShardsStage:
                 for ext in (".bin", ".idx", ".ids"):
                     os.replace(ctx.unit_dir(TOKENIZE, uid) / f"{rec['name']}{ext}", dest.with_suffix(ext))
                 rel = dest.relative_to(out_dir).as_posix()
-                shards.append({"path": rel, "split": split, "lang": lang, **{k: rec[k] for k in ("dtype", "tokens", "docs", "sha256_bin", "sha256_idx")}})
+                shard = {"path": rel, "split": split, "lang": lang, **{k: rec[k] for k in SHARD_FIELDS}}
+                check_written(dest, shard)
+                shards.append(shard)
                 tokens_out[f"{rel}.bin"] = rec["tokens"]
+                checksums.update({f"{rel}{ext}": rec[f"sha256_{ext[1:]}"] for ext in (".bin", ".idx", ".ids")})
                 st = per_lang[lang]
                 st[f"{split}_tokens"] += rec["tokens"]
                 st[f"{split}_docs"] += rec["docs"]
@@ -106,7 +130,7 @@ class ShardsStage:
         index = {"format": 1, "vocab_size": sp.GetPieceSize(), "bos_id": sp.bos_id(), "eos_id": sp.eos_id(), "pad_id": sp.pad_id(),
                  "dtype": shards[0]["dtype"] if shards else None, "seed": ctx.config.run.seed,
                  "tokenizer_output_digest": ctx.upstream["tokenizer"].output_digest, "shards": shards}
-        (out_dir / "index.json").write_text(json.dumps(index, indent=2) + "\n")
+        checksums["index.json"] = _write_json(out_dir / "index.json", index)
 
         available = {lang: s["train_tokens"] for lang, s in per_lang.items()}
         budget = cfg.mixture.total_tokens or sum(available.values())
@@ -122,14 +146,14 @@ class ShardsStage:
         if total_target < budget:
             mixture["note"] = (f"the epoch cap leaves {budget - total_target:,} of {budget:,} planned tokens unallocated: "
                                f"add data or raise max_epochs")
-        (out_dir / "mixture.json").write_text(json.dumps(mixture, indent=2) + "\n")
+        checksums["mixture.json"] = _write_json(out_dir / "mixture.json", mixture)
 
         totals = {k: sum(s[k] for s in per_lang.values()) for k in ("train_tokens", "train_docs", "val_tokens", "val_docs")}
         statistics = ShardsRecord.model_validate({
             "totals": totals, "per_language": per_lang, "dtype": index["dtype"], "vocab_size": index["vocab_size"],
             "shards": len(shards), "mixture": mixture, "languages_without_validation": no_val})
         summary = {"train tokens": totals["train_tokens"], "val tokens": totals["val_tokens"], "shards": len(shards), "languages": len(per_lang)}
-        return StageOutcome(statistics=statistics, summary=summary, tokens=tokens_out)
+        return StageOutcome(statistics=statistics, summary=summary, tokens=tokens_out, checksums=checksums)
 
     def summary_markdown(self, manifest: Manifest) -> str:
         s = manifest.statistics
@@ -143,3 +167,39 @@ class ShardsStage:
     @staticmethod
     def _settings(ctx: StageContext) -> ShardsConfig:
         return ctx.settings  # type: ignore[return-value]
+
+
+def group_files(files: list[Path], expected_bytes: list[float], shard_bytes: int) -> list[list[Path]]:
+    """Runs of consecutive files whose expected output fits one shard (at least one file per run)."""
+    groups: list[list[Path]] = []
+    total = 0.0
+    for f, size in zip(files, expected_bytes):
+        if groups and total + size <= shard_bytes:
+            groups[-1].append(f)
+            total += size
+        else:
+            groups.append([f])
+            total = size
+    return groups
+
+
+def check_written(prefix: Path, shard: dict[str, Any]) -> None:
+    """The moved shard's files have the sizes its record implies (stats only: the checksums were computed while
+    writing); a failure means the unit folder was damaged between its unit and finalize."""
+    import numpy as np
+
+    expected = {".bin": shard["tokens"] * np.dtype(shard["dtype"]).itemsize, ".idx": (shard["docs"] + 1) * 8, ".ids": shard["ids_bytes"]}
+    for ext, size in expected.items():
+        path = prefix.with_suffix(ext)
+        actual = path.stat().st_size if path.exists() else None
+        if actual != size:
+            found = "is missing" if actual is None else f"has {actual} bytes"
+            raise StageError(f"stage shards: {path} {found}, but its unit wrote {size}; rerun the stage from scratch "
+                             f"(europa stage shards --force)")
+
+
+def _write_json(path: Path, obj: Any) -> str:
+    """Write `obj` as JSON and return the sha256 of the bytes written (the manifest's checksum, not re-read)."""
+    data = (json.dumps(obj, indent=2) + "\n").encode("utf-8")
+    path.write_bytes(data)
+    return hashlib.sha256(data).hexdigest()

@@ -1,13 +1,15 @@
-"""Tokenize one ingest Parquet file into bounded train/validation shards: the work of one shards unit.
+"""Tokenize ingest Parquet files into bounded train/validation shards: the work of one shards unit.
 
-Kept apart from the stage so the benchmark measures exactly the code the stage runs.
+Kept apart from the stage so the benchmark measures exactly the code the stage runs. Tokenization is the
+work (SentencePiece's encode, one thread); everything around it is done per batch of documents, not per
+document: the encoder returns numpy arrays, a batch's documents are joined with their EOS in one vectorized
+step and written, hashed and indexed in one call (format.ShardWriter.add_many).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -32,34 +34,75 @@ def _processor(model_path: str, mtime_ns: int):
     return spm.SentencePieceProcessor(model_file=model_path)
 
 
-def tokenize_file(model_path: Path, parquet_file: Path, out_dir: Path, *, seed: int, val_threshold: int,
-                  max_shard_tokens: int, batch_size: int = 1024) -> list[dict]:
-    """Write `train-NNNN` / `val-NNNN` shards of the file's documents (tokens + EOS) into out_dir."""
+class _RollingShards:
+    """One split's shards in a unit folder: `<split>-0000`, `<split>-0001`, ... each at most `max_tokens`
+    (a document longer than that gets a shard of its own)."""
+
+    def __init__(self, out_dir: Path, split: str, dtype: np.dtype, eos: int, max_tokens: int):
+        self.out_dir, self.split, self.dtype, self.eos, self.max_tokens = out_dir, split, dtype, eos, max_tokens
+        self.writer: ShardWriter | None = None
+        self.records: list[dict] = []
+
+    def add(self, ids: list[str], docs: list[np.ndarray]) -> None:
+        lengths = np.fromiter(map(len, docs), np.int64, len(docs)) + 1  # + EOS
+        ends = np.cumsum(lengths)
+        flat = np.empty(int(ends[-1]), self.dtype)
+        body = np.ones(len(flat), bool)
+        body[ends - 1] = False
+        flat[ends - 1] = self.eos
+        flat[body] = np.concatenate(docs)
+        start = 0  # first document of the batch not written yet
+        while start < len(ids):
+            if self.writer is None:
+                self.writer = ShardWriter(self.out_dir / f"{self.split}-{len(self.records):04d}", self.dtype)
+            room = self.max_tokens - self.writer.tokens
+            before = int(ends[start - 1]) if start else 0
+            stop = int(np.searchsorted(ends, before + room, side="right"))  # documents [start, stop) fit
+            if stop == start and self.writer.docs == 0:
+                stop = start + 1  # too long for any shard: alone
+            if stop > start:
+                upto = int(ends[stop - 1])
+                self.writer.add_many(ids[start:stop], lengths[start:stop], flat[before:upto])
+                start = stop
+            if start < len(ids):
+                self.close()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.records.append({"split": self.split, **self.writer.close()})
+            self.writer = None
+
+
+def tokenize_files(model_path: Path, parquet_files: list[Path], out_dir: Path, *, seed: int, val_threshold: int,
+                   shard_bytes: int, batch_size: int = 1024) -> list[dict]:
+    """Write `train-NNNN` / `val-NNNN` shards of the files' documents (tokens + EOS) into out_dir, each .bin at
+    most `shard_bytes`; returns their records (with the checksums computed while writing)."""
     import pyarrow.parquet as pq
 
     sp = _processor(str(model_path), Path(model_path).stat().st_mtime_ns)  # loaded once per worker
     eos, dtype = sp.eos_id(), token_dtype(sp.GetPieceSize())
-    writers: dict[str, ShardWriter] = {}
-    parts: dict[str, int] = defaultdict(int)
-    records: list[dict] = []
+    max_tokens = max(1, shard_bytes // dtype.itemsize)
+    splits = {s: _RollingShards(out_dir, s, dtype, eos, max_tokens) for s in ("train", "val")}
     checked = False
-    for batch in pq.ParquetFile(parquet_file).iter_batches(columns=["id", "text"], batch_size=batch_size):
-        ids, texts = batch.column("id").to_pylist(), batch.column("text").to_pylist()
-        # One thread: parallelism comes from units running side by side, never from oversubscribing cores.
-        for doc_id, text, tokens in zip(ids, texts, sp.encode(texts, num_threads=1)):
+    for parquet_file in parquet_files:
+        for batch in pq.ParquetFile(parquet_file).iter_batches(columns=["id", "text"], batch_size=batch_size):
+            ids, texts = batch.column("id").to_pylist(), batch.column("text").to_pylist()
+            if not ids:
+                continue
+            # One thread: parallelism comes from units running side by side, never from oversubscribing cores.
+            docs = sp.encode(texts, num_threads=1, out_type="numpy")
             if not checked:  # the tokenizer must give the text back, or the model learns something else
-                if sp.decode(tokens) != text:
-                    raise RoundTripError(f"the tokenizer does not round-trip document {doc_id} of {parquet_file}")
+                if sp.decode(docs[0].tolist()) != texts[0]:
+                    raise RoundTripError(f"the tokenizer does not round-trip document {ids[0]} of {parquet_file}")
                 checked = True
-            tokens.append(eos)
-            split = "val" if split_hash(seed, doc_id) < val_threshold else "train"
-            w = writers.get(split)
-            if w is not None and w.tokens >= max_shard_tokens:
-                records.append({"split": split, **w.close()})
-                w = None
-            if w is None:
-                w = writers[split] = ShardWriter(out_dir / f"{split}-{parts[split]:04d}", dtype)
-                parts[split] += 1
-            w.add(doc_id, np.asarray(tokens, dtype=dtype))
-    records += [{"split": split, **w.close()} for split, w in writers.items()]
-    return sorted(records, key=lambda r: r["name"])
+            if val_threshold <= 0:
+                splits["train"].add(ids, docs)
+                continue
+            is_val = [split_hash(seed, i) < val_threshold for i in ids]
+            for split, want in (("train", False), ("val", True)):
+                chosen = [k for k, v in enumerate(is_val) if v is want]
+                if chosen:
+                    splits[split].add([ids[k] for k in chosen], [docs[k] for k in chosen])
+    for rolling in splits.values():
+        rolling.close()
+    return sorted((r for rolling in splits.values() for r in rolling.records), key=lambda r: r["name"])

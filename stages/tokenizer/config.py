@@ -57,7 +57,10 @@ class TokenizerConfig(StrictModel):
     reserved_tokens: int = Field(16, ge=0, description="<|reserved_N|> tokens kept free for later use (chat, tools).")
     user_defined_symbols: list[str] = Field(default_factory=list, description="Extra tokens never split.")
     num_threads: int = Field(2, ge=1)
-    max_sentences: int = Field(20_000_000, ge=1_000, description="Upper bound on sample lines (SentencePiece memory).")
+    max_sentences: int = Field(20_000_000, ge=1_000, description="Upper bound on the sample lines SentencePiece loads.")
+    memory_budget_gb: float = Field(
+        16.0, gt=0, description="Peak memory SentencePiece training may use on the machine that runs the stage's finalize "
+        "(stages/tokenizer/memory.py estimates it); bounds the sentences it loads, and the stage refuses a sample that does not fit.")
     sample: SampleConfig = Field(default_factory=SampleConfig)
     report: ReportConfig = Field(default_factory=ReportConfig)
 

@@ -15,6 +15,9 @@ class LanguageSample(Record):
     chars: int
     lines: int
     documents: int
+    files: int = Field(description="Ingest Parquet files of the language.")
+    files_read: int = Field(description="Of those, the files the sample read from (a bounded, seeded subset for large languages).")
+    row_groups_read: int = Field(description="Parquet row groups read, over all passes.")
     sha256: str = Field(description="Checksum of the sample file.")
 
 
@@ -32,6 +35,9 @@ class Sample(Record):
     rebalance_rounds: list[RebalanceRound]
     total_chars: int
     total_lines: int
+    memory_budget_gb: float = Field(description="[tokenizer].memory_budget_gb: the training's memory budget.")
+    estimated_peak_gb: float = Field(description="SentencePiece's estimated peak memory on this sample (stages/tokenizer/memory.py).")
+    input_sentence_size: int = Field(description="At most this many sample lines were loaded (from the budget and the mean line length).")
 
 
 class TokenizerModel(Record):

@@ -1,8 +1,12 @@
-"""A language-balanced, bounded, deterministic training sample for SentencePiece.
+"""A language-balanced, bounded, deterministic training sample for SentencePiece that reads what it keeps.
 
-The plan decides characters per language from the ingest manifest's counts (no data read); the writer
-streams one language's Parquet files and keeps each document with a probability derived from its id, so
-the sample is reproducible, needs O(1) memory and does not depend on the order units run in.
+The plan decides characters per language from the ingest record's counts (no data read). The writer streams
+a language's Parquet: every file for each whole pass the plan asks for (small languages), then, for the
+fraction of a pass that remains (all of a large language's sample), row groups in a seeded order (files by
+a hash of their name, a file's row groups by a hash of their position) until the characters are written.
+English at full scale (tens of TB) is therefore sampled by reading a few GB of it, not all of it; the sample
+is reproducible, needs O(1) memory and does not depend on the order units run in. The price: the partial
+pass is whole row groups (runs of neighbouring documents), not documents drawn one by one.
 """
 
 from __future__ import annotations
@@ -33,35 +37,58 @@ def plan_sample(available: dict[str, int], cfg: SampleConfig) -> dict[str, Langu
     }
 
 
-def _keep_fraction(doc_id: str, seed: int, fraction: float) -> bool:
-    h = int.from_bytes(hashlib.blake2b(f"{seed}:{doc_id}".encode(), digest_size=8).digest(), "big")
-    return h < fraction * 2**64
+def _order_key(seed: int, lang: str, *parts: object) -> bytes:
+    return hashlib.blake2b(":".join(map(str, (seed, lang, *parts))).encode(), digest_size=8).digest()
 
 
 def write_language_sample(parquet_files: list[Path], share: LanguageShare, seed: int, max_line_chars: int, out: Path) -> dict:
-    """Write the language's lines (non-empty, cut at max_line_chars) to `out`; whole passes first, then a
-    seeded fraction of documents for the remainder. Returns what was written."""
+    """Write the language's lines (non-empty, cut at max_line_chars) to `out`: whole passes first, then seeded row
+    groups until the remaining characters (of document text, as the plan counts them) are written. Returns what
+    was written and how much was read."""
     import pyarrow.parquet as pq
 
     full_passes = math.floor(share.passes)
-    fraction = share.passes - full_passes
-    chars = lines = docs = 0
+    written = {"chars": 0, "lines": 0, "documents": 0, "text_chars": 0}
+    read = {"files": set(), "row_groups": 0}
+
+    def take(text: str, f) -> None:
+        written["documents"] += 1
+        written["text_chars"] += len(text)
+        for line in text.split("\n"):
+            line = line.strip()[:max_line_chars]
+            if line:
+                f.write(line + "\n")
+                written["chars"] += len(line)
+                written["lines"] += 1
+
+    def row_group(pf, path: Path, rg: int):
+        read["files"].add(path.name)
+        read["row_groups"] += 1
+        for batch in pf.iter_batches(row_groups=[rg], columns=["text"], batch_size=2048):
+            yield from batch.column("text").to_pylist()
+
     with open(out, "w", encoding="utf-8") as f:
-        for p in range(full_passes + (1 if fraction > 0 else 0)):
-            partial = p == full_passes
+        for _ in range(full_passes):
             for path in parquet_files:
-                for batch in pq.ParquetFile(path).iter_batches(columns=["id", "text"], batch_size=2048):
-                    for doc_id, text in zip(batch.column("id").to_pylist(), batch.column("text").to_pylist()):
-                        if partial and not _keep_fraction(doc_id, seed + p, fraction):
-                            continue
-                        docs += 1
-                        for line in text.split("\n"):
-                            line = line.strip()[:max_line_chars]
-                            if line:
-                                f.write(line + "\n")
-                                chars += len(line)
-                                lines += 1
-    return {"lang": share.lang, "chars": chars, "lines": lines, "documents": docs}
+                pf = pq.ParquetFile(path)
+                for rg in range(pf.metadata.num_row_groups):
+                    for text in row_group(pf, path, rg):
+                        take(text, f)
+        remaining = share.target_chars - written["text_chars"]
+        for path in sorted(parquet_files, key=lambda p: _order_key(seed, share.lang, p.name)):
+            if remaining <= 0:
+                break
+            pf = pq.ParquetFile(path)
+            for rg in sorted(range(pf.metadata.num_row_groups), key=lambda i: _order_key(seed, share.lang, path.name, i)):
+                for text in row_group(pf, path, rg):
+                    take(text, f)
+                    remaining -= len(text)
+                    if remaining <= 0:
+                        break
+                if remaining <= 0:
+                    break
+    return {"lang": share.lang, "chars": written["chars"], "lines": written["lines"], "documents": written["documents"],
+            "files": len(parquet_files), "files_read": len(read["files"]), "row_groups_read": read["row_groups"]}
 
 
 def rebalance(current: dict[str, int], parity: dict[str, float], available: dict[str, int], budget: int,

@@ -18,11 +18,13 @@ from pipeline.stage import StageContext, StageError, StageOutcome, StepResults, 
 from stages.tokenizer.config import TokenizerConfig
 
 SAMPLES = "samples"  # the step that writes one language's sample per unit
+SAMPLE_FIELDS = ("available_chars", "target_chars", "passes", "chars", "lines", "documents", "files", "files_read",
+                 "row_groups_read", "sha256")  # the record's per-language sample
 
 
 class TokenizerStage:
     name = "tokenizer"
-    code_version = "1"
+    code_version = "2"
     steps = (SAMPLES,)
 
     def input_signature(self, ctx: StageContext) -> Any:
@@ -44,6 +46,7 @@ class TokenizerStage:
                 f"{'it' if len(empty) == 1 else 'them'} or remove {'it' if len(empty) == 1 else 'them'} from [run].languages"
             )
         shares = plan_sample(available, cfg.sample)
+        self._check_memory(cfg, sum(s.target_chars for s in shares.values()))
         return [Unit(f"sample-{lang}", {"lang": lang, "available_chars": s.available_chars, "target_chars": s.target_chars,
                                          "passes": s.passes}) for lang, s in shares.items()]
 
@@ -72,9 +75,8 @@ class TokenizerStage:
         results = done[SAMPLES]
         texts, description, parallel, missing = self._evaluation_text(ctx, cfg)
         samples = [ctx.unit_dir(SAMPLES, uid) / "sample.txt" for uid in sorted(results)]
-        sample_stats = {r["lang"]: {k: r[k] for k in ("available_chars", "target_chars", "passes", "chars", "lines", "documents", "sha256")}
-                        for r in results.values()}
-        model = self._train(ctx, cfg, samples, sum(r["lines"] for r in results.values()), out_dir)
+        sample_stats = {r["lang"]: {k: r[k] for k in SAMPLE_FIELDS} for r in results.values()}
+        model, sentences = self._train(ctx, cfg, samples, sample_stats, out_dir)
         metrics = measure(model, texts, cfg.report.reference_language, parallel)
 
         rounds = []
@@ -95,10 +97,10 @@ class TokenizerStage:
                 files = sorted((ctx.upstream_dir("ingest") / "data" / lang).glob("part-*.parquet"))
                 written = write_language_sample(files, share, ctx.config.run.seed + rnd, cfg.sample.max_line_chars, folder / f"{lang}.txt")
                 sample_stats[lang] = {"available_chars": available[lang], "target_chars": targets[lang], "passes": share.passes,
-                                      **{k: written[k] for k in ("chars", "lines", "documents")}, "sha256": sha256_file(folder / f"{lang}.txt")}
+                                      **{k: written[k] for k in SAMPLE_FIELDS if k in written}, "sha256": sha256_file(folder / f"{lang}.txt")}
                 samples.append(folder / f"{lang}.txt")
             progress.note(self.name, f"rebalance round {rnd}: worst parity so far {max(parities.values()):.3f}")
-            model = self._train(ctx, cfg, samples, sum(s["lines"] for s in sample_stats.values()), out_dir)
+            model, sentences = self._train(ctx, cfg, samples, sample_stats, out_dir)
             metrics = measure(model, texts, cfg.report.reference_language, parallel)
 
         export_hf(model, out_dir)
@@ -116,12 +118,16 @@ class TokenizerStage:
             raise StageError(f"stage tokenizer: parity gate failed: {worst} exceed [tokenizer.report].max_parity = "
                              f"{cfg.report.max_parity}; raise vocab_size or the sample budget for these languages, or relax the gate")
 
+        from stages.tokenizer.memory import GB, estimate_peak_bytes
+
         parities = {lang: m["parity"] for lang, m in metrics.items() if m["parity"] is not None}
+        total_chars = sum(s["chars"] for s in sample_stats.values())
         statistics = TokenizerRecord.model_validate({
             "sample": {"policy": cfg.sample.policy, "budget_chars": cfg.sample.budget_chars, "max_passes": cfg.sample.max_passes,
-                       "per_language": sample_stats, "rebalance_rounds": rounds,
-                       "total_chars": sum(s["chars"] for s in sample_stats.values()),
-                       "total_lines": sum(s["lines"] for s in sample_stats.values())},
+                       "per_language": sample_stats, "rebalance_rounds": rounds, "total_chars": total_chars,
+                       "total_lines": sum(s["lines"] for s in sample_stats.values()), "memory_budget_gb": cfg.memory_budget_gb,
+                       "estimated_peak_gb": round(estimate_peak_bytes(cfg.model_type, cfg.vocab_size, total_chars) / GB, 2),
+                       "input_sentence_size": sentences},
             "model": {"type": cfg.model_type, "vocab_size": cfg.vocab_size, "byte_fallback": True, "normalization": "identity",
                       "special_tokens": ["<unk>", "<s>", "</s>", "<pad>", *special_tokens(cfg)]},
             "evaluation_text": description,
@@ -135,12 +141,35 @@ class TokenizerStage:
             summary["worst parity"] = f"{worst} {parities[worst]:.2f}"
         return StageOutcome(statistics=statistics, summary=summary)
 
-    def _train(self, ctx: StageContext, cfg: TokenizerConfig, samples: list[Path], lines: int, out_dir: Path) -> Path:
+    def _check_memory(self, cfg: TokenizerConfig, chars: int) -> None:
+        """Refuse, before any text is read, a sample whose training would not fit the memory budget."""
+        from stages.tokenizer.memory import GB, affordable_chars, estimate_peak_bytes
+
+        need = estimate_peak_bytes(cfg.model_type, cfg.vocab_size, chars)
+        if need <= cfg.memory_budget_gb * GB:
+            return
+        fit = affordable_chars(cfg.model_type, cfg.vocab_size, cfg.memory_budget_gb * GB)
+        lower = (f"or lower [tokenizer.sample].budget_chars to at most {fit:,}" if fit >= 1_000 else
+                 "or lower [tokenizer].vocab_size (not even its fixed part fits)")
+        raise StageError(f"stage tokenizer: SentencePiece {cfg.model_type} with {cfg.vocab_size:,} pieces on the planned "
+                         f"{chars:,}-character sample needs about {need / GB:,.1f} GB (estimated by stages/tokenizer/memory.py), "
+                         f"more than [tokenizer].memory_budget_gb = {cfg.memory_budget_gb:g}; raise memory_budget_gb to what "
+                         f"the machine running the stage has, {lower}")
+
+    def _train(self, ctx: StageContext, cfg: TokenizerConfig, samples: list[Path], stats: dict[str, dict],
+               out_dir: Path) -> tuple[Path, int]:
+        """(model, input_sentence_size): SentencePiece loads at most the lines the memory budget allows."""
+        from stages.tokenizer.memory import GB, input_sentence_size
         from stages.tokenizer.train import VocabularyTooLarge, train_sentencepiece
 
-        progress.note(self.name, f"training SentencePiece {cfg.model_type} ({cfg.vocab_size:,} pieces) on {lines:,} lines")
+        lines = sum(s["lines"] for s in stats.values())
+        chars = sum(s["chars"] for s in stats.values())
+        sentences = input_sentence_size(cfg.model_type, cfg.vocab_size, cfg.memory_budget_gb * GB, chars / max(lines, 1),
+                                        cfg.max_sentences)
+        loaded = f"{lines:,} lines" if sentences >= lines else f"{sentences:,} of {lines:,} lines (a random subset)"
+        progress.note(self.name, f"training SentencePiece {cfg.model_type} ({cfg.vocab_size:,} pieces) on {loaded}")
         try:
-            return train_sentencepiece(samples, out_dir / "tokenizer", cfg, ctx.config.run.seed)
+            return train_sentencepiece(samples, out_dir / "tokenizer", cfg, ctx.config.run.seed, sentences), sentences
         except VocabularyTooLarge as e:
             raise StageError(f"stage tokenizer: [tokenizer].vocab_size = {e.asked} is more than the sample supports "
                              f"(at most {e.maximum}); lower vocab_size or raise [tokenizer.sample].budget_chars") from None

@@ -29,7 +29,10 @@ def special_tokens(cfg: TokenizerConfig) -> list[str]:
     return [f"<|reserved_{i}|>" for i in range(cfg.reserved_tokens)] + list(cfg.user_defined_symbols)
 
 
-def train_sentencepiece(inputs: list[Path], model_prefix: Path, cfg: TokenizerConfig, seed: int) -> Path:
+def train_sentencepiece(inputs: list[Path], model_prefix: Path, cfg: TokenizerConfig, seed: int,
+                        input_sentence_size: int | None = None) -> Path:
+    """Train on the input files; SentencePiece loads at most `input_sentence_size` of their lines (a uniform
+    random subset when there are more; default cfg.max_sentences): the bound that keeps its memory in budget."""
     import sentencepiece as spm
 
     spm.set_random_generator_seed(seed)
@@ -40,7 +43,7 @@ def train_sentencepiece(inputs: list[Path], model_prefix: Path, cfg: TokenizerCo
             model_type=cfg.model_type,
             vocab_size=cfg.vocab_size,
             character_coverage=cfg.character_coverage,
-            input_sentence_size=cfg.max_sentences,
+            input_sentence_size=input_sentence_size or cfg.max_sentences,
             shuffle_input_sentence=True,
             max_sentence_length=cfg.sample.max_line_chars * 4,  # bytes
             num_threads=cfg.num_threads,

@@ -13,33 +13,11 @@ import pytest
 import sentencepiece as spm
 
 from pipeline.cli import main
+from pipeline.fsutil import sha256_file
 from europa_model.data.format import ShardError, token_dtype
 from europa_model.data.packing import PackedSequences
 from europa_model.data.streams import LanguageStream, MixtureStream, open_shards
-from tests.conftest import udhr_source, write_config
-
-LANGS = '["de", "el", "ga", "mt", "bg", "fi"]'
-BODY = """
-[tokenizer]
-vocab_size = 1500
-reserved_tokens = 2
-[shards]
-val_fraction = 0.1
-max_shard_tokens = 2048
-[shards.mixture]
-max_epochs = 2
-total_tokens = 100000
-"""
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory, udhr_dir):
-    tmp = tmp_path_factory.mktemp("shards")
-    cfg = write_config(tmp, udhr_source(udhr_dir) + BODY, languages=LANGS)
-    run_dir = tmp / "run"
-    assert main(["run", "--config", str(cfg), "--run-dir", str(run_dir), "--to", "shards"]) == 0
-    return run_dir
-
+from tests.runs import LANGS
 
 def ingest_texts(run_dir: Path, lang: str) -> dict[str, str]:
     rows = {}
@@ -83,18 +61,60 @@ def test_mixture_respects_the_epoch_cap(run):
     assert "unallocated" in mixture["note"]  # 100k planned tokens > 2 epochs of this tiny corpus
 
 
-def test_corrupt_and_truncated_shards_are_named(run, tmp_path):
+def test_a_damaged_shard_is_named_when_training_reads_it(run, tmp_path):
     copy = tmp_path / "shards"
     shutil.copytree(run / "shards", copy)
-    victim = copy / "train" / "mt" / "shard-00000.bin"
-    data = bytearray(victim.read_bytes())
-    data[10] ^= 0xFF
-    victim.write_bytes(bytes(data))
-    with pytest.raises(ShardError, match=r"train/mt/shard-00000.bin does not match its checksum"):
-        open_shards(copy, "train")
-    victim.write_bytes(bytes(data[:-4]))
+    _, by_lang = open_shards(copy, "train", ["mt"])  # lazy: nothing is opened, so nothing fails yet
+    victim = by_lang["mt"][0]
+    last = len(victim) - 1
+    assert victim.doc(0)[-1] == 2  # opened now
+    bin_path = copy / "train" / "mt" / "shard-00000.bin"
+    with open(bin_path, "r+b") as f:  # the file shrinks while a training job has it open
+        f.truncate(bin_path.stat().st_size - 4)
+    with pytest.raises(ShardError, match=rf"train/mt/shard-00000.bin: document {last} .* is cut off"):
+        victim.doc(last)
+    victim.close()
     with pytest.raises(ShardError, match=r"train/mt/shard-00000.bin is truncated"):
-        open_shards(copy, "train")
+        victim.doc(0)  # reopening checks the sizes first
+    shutil.copy(run / "shards" / "train" / "mt" / "shard-00000.bin", bin_path)
+    idx_path = copy / "train" / "mt" / "shard-00000.idx"
+    offsets = np.fromfile(idx_path, dtype="<i8")
+    offsets[1] = offsets[-1] + 7
+    offsets.tofile(idx_path)
+    _, by_lang = open_shards(copy, "train", ["mt"])
+    with pytest.raises(ShardError, match=r"train/mt/shard-00000.idx: document 0 has offsets .* \(the index is corrupt\)"):
+        by_lang["mt"][0].doc(0)
+
+
+def test_the_manifest_publishes_the_checksums_computed_while_writing(run, tmp_path, monkeypatch):
+    import pipeline.manifest
+
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns(".lock"))
+    hashed = []
+    real = pipeline.manifest.sha256_files
+    monkeypatch.setattr(pipeline.manifest, "sha256_files", lambda paths: hashed.extend(paths) or real(paths))
+    assert main(["stage", "shards", "--force", "--run-dir", str(copy)]) == 0
+    assert hashed == []  # no output file of the stage was read back to checksum it
+    manifest = json.loads((copy / "shards" / "manifest.json").read_text())
+    index = json.loads((copy / "shards" / "index.json").read_text())
+    published = {o["path"]: o["sha256"] for o in manifest["outputs"]}
+    for shard in index["shards"]:
+        for ext in ("bin", "idx", "ids"):
+            assert published[f"{shard['path']}.{ext}"] == shard[f"sha256_{ext}"] == sha256_file(copy / "shards" / f"{shard['path']}.{ext}")
+
+
+def test_units_group_ingest_files_to_fill_a_shard(run):
+    from stages.shards.stage import group_files
+
+    files = [Path(f"part-{i}") for i in range(6)]
+    groups = group_files(files, [1000, 1000, 3000, 5000, 10, 10], 4000)
+    assert [[f.name for f in g] for g in groups] == [["part-0", "part-1"], ["part-2"], ["part-3"], ["part-4", "part-5"]]
+    work = json.loads((run / "shards" / "manifest.json").read_text())["statistics"]
+    ingest_files = {lang: len(list((run / "ingest" / "data" / lang).glob("*.parquet"))) for lang in json.loads(LANGS)}
+    assert all(n >= 3 for n in ingest_files.values())  # several ingest files per language (max_rows_per_file)
+    for lang, st in work["per_language"].items():
+        assert st["val_shards"] < ingest_files[lang]  # one validation shard per unit: files were grouped
 
 
 def test_ranks_see_disjoint_documents_that_cover_the_language(run):
