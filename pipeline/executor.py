@@ -137,19 +137,13 @@ def statuses(run_dir: RunDir, config: PipelineConfig, upto: tuple[str, ...] | No
 
 
 def damaged_outputs(run_dir: RunDir, manifest: Manifest) -> list[str]:
-    """The published outputs that are missing or have another size than the manifest recorded (cheap: one stat
-    per file; the checksums are `europa verify`'s job)."""
+    """The published outputs that are missing or have another size than the manifest recorded (the cheap check
+    of pipeline/verify.py: one stat per file; the checksums are `europa verify`'s job)."""
+    from pipeline.verify import check_stage
+
+    check = check_stage(run_dir, manifest.stage, checksums=False)
     folder = run_dir.stage_dir(manifest.stage)
-    problems = []
-    for o in manifest.outputs:
-        try:
-            size = (folder / o.path).stat().st_size
-        except FileNotFoundError:
-            problems.append(f"{folder / o.path} is missing")
-            continue
-        if size != o.bytes:
-            problems.append(f"{folder / o.path} has {size:,} bytes, the manifest recorded {o.bytes:,}")
-    return problems
+    return [f"{folder / d.path}: {d.detail}" for d in (check.damage if check else [])]
 
 
 def _stale_reason(ctx: StageContext, manifest: Manifest) -> str:

@@ -237,7 +237,7 @@ def test_latest_never_falls_back_silently_past_a_damaged_published_checkpoint(ru
     assert f"{run_dir / 'pretrain' / 'checkpoints' / 'step-6'}: has no .metadata" in err and "step-3" in err
     assert main(["status", "--run-dir", str(run_dir), "--json"]) == 0
     pretrain = next(s for s in json.loads(capsys.readouterr().out) if s["stage"] == "pretrain")
-    assert pretrain["state"] == "damaged" and "step-6/.metadata is missing" in pretrain["reason"]
+    assert pretrain["state"] == "damaged" and "step-6/.metadata: missing" in pretrain["reason"]
 
 
 def test_eval_schedule_does_not_pretend_without_a_server(run, capsys):
