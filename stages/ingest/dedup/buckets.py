@@ -1,0 +1,143 @@
+"""Step 2b, per partition: verified near-duplicate pairs from the band rows of one partition, all units.
+
+Today (`minhash.NearDuplicateIndex`) a document is compared with every earlier *kept* document that has the
+same key in some band, and is a duplicate when >= threshold of the signature entries agree. Which earlier
+documents are kept is decided in step 3; here we emit every verified pair that could matter:
+- rows sorted by (band, key, exact key, order key): a bucket is a run of equal (band, key), sort-based, no dict;
+- exact copies collapse to their first occurrence: identical texts have identical signatures, so a whole
+  exact group sits in the same buckets and its first member is the only one today's near pass sees (the
+  others were removed by the exact pass before it);
+- every pair of a bucket is a candidate; a pair that shares several bands is emitted only in the lowest band
+  it shares (band keys recomputed from the signatures), so each pair appears once in the whole language;
+- verification reads only the candidates' signature rows from the units' memory-mapped signatures.npy.
+Pairs are generated, filtered and written in chunks of `chunk_pairs`: memory is the partition's band rows
+plus the candidates' signatures plus one chunk, never a language. Note the cost today's greedy avoids: a
+bucket of k documents that pass exact dedup gives k(k-1)/2 candidates (see `stats["largest_bucket"]`).
+
+Output (`out_dir`): pairs.parquet (a, b) with a < b order keys, and stats.json.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from stages.ingest.dedup import files, keys
+from stages.ingest.dedup.atomic import run_once
+from stages.ingest.minhash import DedupConfig
+
+
+def find_candidate_pairs(units: Sequence[Path], partition: int, out_dir: Path, cfg: DedupConfig, partitions: int,
+                         *, chunk_pairs: int = 65_536) -> dict[str, Any]:
+    """`units`: the step-1 folders of one language, in unit order (their position is the unit rank)."""
+    if not 0 <= partition < partitions:
+        raise ValueError(f"partition {partition} not in 0..{partitions - 1}")
+    return run_once(out_dir, lambda tmp: _find(list(map(Path, units)), partition, tmp, cfg, partitions, chunk_pairs))
+
+
+def bucket_pairs(band: np.ndarray, key: np.ndarray, exact: np.ndarray, order: np.ndarray,
+                 chunk_pairs: int) -> tuple[np.ndarray, int, Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """In-memory core: (documents in candidate buckets, largest bucket, chunks of (a, b, band) pairs, a < b).
+
+    `exact` equal within a bucket means the same text: only the smallest order key of it takes part.
+    """
+    idx = np.lexsort((order, exact, key, band))
+    band, key, exact, order = band[idx], key[idx], exact[idx], order[idx]
+    n = len(idx)
+    first_copy = np.ones(n, dtype=bool)
+    first_copy[1:] = (band[1:] != band[:-1]) | (key[1:] != key[:-1]) | (exact[1:] != exact[:-1])
+    band, key, order = band[first_copy], key[first_copy], order[first_copy]
+    n = len(order)
+    starts_mask = np.ones(n, dtype=bool)
+    starts_mask[1:] = (band[1:] != band[:-1]) | (key[1:] != key[:-1])
+    starts = np.flatnonzero(starts_mask)
+    sizes = np.diff(np.append(starts, n))
+    multi = sizes >= 2
+    starts, sizes = starts[multi], sizes[multi]
+    members = np.repeat(starts, sizes) + (np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes))
+    band, order = band[members], order[members]
+    starts = np.cumsum(sizes) - sizes
+    docs = np.unique(order)
+
+    def chunks() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        m = len(order)
+        if not m:
+            return
+        offset = np.arange(m) - np.repeat(starts, sizes)
+        later = np.repeat(sizes, sizes) - 1 - offset  # partners after each member in its bucket
+        cum = np.cumsum(later)
+        e = 0
+        while e < m:
+            base = int(cum[e - 1]) if e else 0
+            f = max(int(np.searchsorted(cum, base + chunk_pairs, side="right")), e + 1)
+            counts = later[e:f]
+            total = int(counts.sum())
+            if total:
+                lo = np.repeat(np.arange(e, f), counts)
+                hi = lo + 1 + (np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts))
+                a, b = order[lo], order[hi]
+                yield np.minimum(a, b), np.maximum(a, b), band[lo]
+            e = f
+
+    return docs, int(sizes.max(initial=0)), chunks()
+
+
+def _gather_signatures(units: list[Path], docs: np.ndarray, num_perm: int) -> np.ndarray:
+    """Signature rows of `docs` (sorted order keys), one unit's memory map at a time."""
+    out = np.empty((len(docs), num_perm), dtype=np.uint32)
+    ranks = keys.unit_rank(docs)
+    bounds = np.flatnonzero(np.diff(ranks)) + 1
+    for lo, hi in zip(np.concatenate(([0], bounds)), np.concatenate((bounds, [len(docs)]))):
+        if lo == hi:
+            continue
+        mm = np.load(units[int(ranks[lo])] / files.SIGNATURES, mmap_mode="r")
+        out[lo:hi] = mm[keys.ordinal(docs[lo:hi])]
+        del mm
+    return out
+
+
+def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partitions: int,
+          chunk_pairs: int) -> dict[str, Any]:
+    settings = files.settings_record(cfg, partitions)
+    cols: dict[str, list[np.ndarray]] = {"band": [], "key": [], "exact": [], "order": []}
+    for rank, unit in enumerate(units):
+        stats = files.read_finished(unit, "step-1 folder", settings)
+        if not cfg.near:
+            continue
+        t = files.read_row_groups(unit / files.BANDS, stats["row_groups"]["bands"][partition])
+        cols["band"].append(t.column("band").to_numpy())
+        cols["key"].append(t.column("key").to_numpy())
+        cols["exact"].append(t.column("exact").to_numpy())
+        cols["order"].append(keys.order_keys(rank, t.column("ordinal").to_numpy()))
+        del t
+    dtypes = {"band": np.uint16, "key": np.uint64, "exact": np.uint64, "order": np.uint64}
+    band, key, exact, order = (np.concatenate(v) if v else np.empty(0, dtypes[k]) for k, v in cols.items())
+    del cols
+    rows_read = len(order)
+    if not cfg.exact:  # no exact pass before the near pass: copies are separate documents
+        exact = order
+    docs, largest, chunks = bucket_pairs(band, key, exact, order, chunk_pairs)
+    del band, key, exact, order
+    sigs = _gather_signatures(units, docs, cfg.num_perm)
+    band_keys = keys.band_keys(sigs, cfg)
+    min_agree = int(np.ceil(cfg.threshold * cfg.num_perm - 1e-9))  # NearDuplicateIndex.add's rule
+    counts = {"candidates": 0, "first_shared_band": 0, "verified": 0}
+
+    def verified() -> Iterator[pa.Table]:
+        for a, b, band_of in chunks:
+            counts["candidates"] += len(a)
+            ia, ib = np.searchsorted(docs, a), np.searchsorted(docs, b)
+            own = (band_keys[ia] == band_keys[ib]).argmax(axis=1) == band_of
+            ia, ib, a, b = ia[own], ib[own], a[own], b[own]
+            counts["first_shared_band"] += len(a)
+            ok = np.count_nonzero(sigs[ia] == sigs[ib], axis=1) >= min_agree
+            counts["verified"] += int(ok.sum())
+            yield pa.table({"a": a[ok], "b": b[ok]}, schema=files.PAIR_SCHEMA)
+
+    files.write_batches(tmp / files.PAIRS, files.PAIR_SCHEMA, verified())
+    return {"settings": settings, "partition": partition, "rows_read": rows_read, "candidate_docs": int(len(docs)),
+            "largest_bucket": largest,
+            **counts}

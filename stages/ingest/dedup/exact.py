@@ -1,0 +1,63 @@
+"""Step 2a, per partition: exact duplicates among the exact rows of one partition, from all units of a language.
+
+Why a partition is enough: identical texts have identical 128-bit exact keys and so the same partition; within
+it, rows sorted by (key, order key) put each group's first occurrence first. That document is the one today's
+finalize keeps (its dict remembers the first index per key); every other member is dropped with it as
+`duplicate_of`, also when that first occurrence is itself dropped later as a near duplicate, as today.
+
+Output (`out_dir`): exact-drops.parquet (doc, rep, rep_id), sorted by doc order key, and stats.json.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from stages.ingest.dedup import files, keys
+from stages.ingest.dedup.atomic import run_once
+from stages.ingest.minhash import DedupConfig
+
+
+def find_exact_duplicates(units: Sequence[Path], partition: int, out_dir: Path, cfg: DedupConfig,
+                          partitions: int) -> dict[str, Any]:
+    """`units`: the step-1 folders of one language, in unit order (their position is the unit rank)."""
+    if not 0 <= partition < partitions:
+        raise ValueError(f"partition {partition} not in 0..{partitions - 1}")
+    return run_once(out_dir, lambda tmp: _find(list(map(Path, units)), partition, tmp, cfg, partitions))
+
+
+def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partitions: int) -> dict[str, Any]:
+    settings = files.settings_record(cfg, partitions)
+    his, los, orders, ids = [], [], [], []
+    for rank, unit in enumerate(units):
+        stats = files.read_finished(unit, "step-1 folder", settings)
+        if not cfg.exact:
+            continue
+        t = files.read_row_groups(unit / files.EXACT_ROWS, stats["row_groups"]["exact"][partition])
+        his.append(t.column("hi").to_numpy())
+        los.append(t.column("lo").to_numpy())
+        orders.append(keys.order_keys(rank, t.column("ordinal").to_numpy()))
+        ids.append(t.column("id"))
+    hi = np.concatenate(his) if his else np.empty(0, np.uint64)
+    lo = np.concatenate(los) if los else np.empty(0, np.uint64)
+    order = np.concatenate(orders) if orders else np.empty(0, np.uint64)
+
+    idx = np.lexsort((order, lo, hi))
+    hi, lo = hi[idx], lo[idx]
+    first = np.ones(len(idx), dtype=bool)
+    first[1:] = (hi[1:] != hi[:-1]) | (lo[1:] != lo[:-1])
+    group_start = np.maximum.accumulate(np.where(first, np.arange(len(idx)), 0))
+    dropped = np.flatnonzero(~first)
+    doc = order[idx[dropped]]
+    rep_pos = idx[group_start[dropped]]
+    by_doc = np.argsort(doc, kind="stable")
+    all_ids = pa.chunked_array([c for chunked in ids for c in chunked.chunks], pa.string())
+    table = pa.table({"doc": doc[by_doc], "rep": order[rep_pos[by_doc]],
+                      "rep_id": all_ids.take(pa.array(rep_pos[by_doc]))}, schema=files.DROP_SCHEMA)
+    files.write_sorted(tmp / files.EXACT_DROPS, table)
+    n_groups = int(first.sum())
+    return {"settings": settings, "partition": partition, "rows_read": int(len(idx)), "distinct": n_groups,
+            "groups_with_copies": int(len(np.unique(group_start[dropped]))), "dropped": int(len(dropped))}
