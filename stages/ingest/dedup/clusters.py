@@ -1,0 +1,176 @@
+"""Step 3, per language: which documents in verified pairs are dropped, and whose duplicate each one is.
+
+Today's rule (`minhash.NearDuplicateIndex`, documents in unit order) is greedy, not transitive: a document is
+a near duplicate of the *first kept* earlier document it is verified-similar to, and a dropped document is
+never a representative. With A~B and B~C but not A~C, today drops B (for A) and keeps C; a connected
+component {A, B, C} would drop C too. The greedy decision depends only on the graph of verified pairs, so it
+is reproduced exactly here, in rounds over the pairs (no Python loop over documents):
+- a document with no earlier neighbour is kept;
+- a document with a kept earlier neighbour is dropped; one whose earlier neighbours are all dropped is kept;
+- repeat until all are decided (each round decides at least the earliest undecided document; in practice a
+  few rounds: chains are short), then `duplicate_of` = the earliest kept earlier neighbour.
+Connected components (min-label propagation with pointer jumping, a vectorised union-find) are computed too:
+for the statistics (clusters, largest, how many documents a transitive rule would drop in addition) and as
+the optional `rule="components"` (datatrove / NeMo Curator semantics: every member but the earliest one of a
+component is dropped, for the earliest). Either way the choice depends only on order keys, never on which
+worker or partition finished first. Memory: the pairs and the documents in them, not the corpus.
+
+Output (`out_dir`): near-drops.parquet (doc, rep, rep_id) sorted by doc, and stats.json.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from stages.ingest.dedup import files, keys
+from stages.ingest.dedup.atomic import run_once
+from stages.ingest.minhash import DedupConfig
+
+Rule = Literal["greedy", "components"]
+_UNDECIDED, _KEPT, _DROPPED = 0, 1, 2
+
+
+def resolve_clusters(units: Sequence[Path], pair_dirs: Sequence[Path], out_dir: Path, cfg: DedupConfig,
+                     partitions: int, *, rule: Rule = "greedy") -> dict[str, Any]:
+    """`units`: step-1 folders in unit order (for the representatives' ids); `pair_dirs`: all P step-2b folders."""
+    if rule not in ("greedy", "components"):
+        raise ValueError(f"rule must be greedy or components, not {rule!r}")
+    return run_once(out_dir, lambda tmp: _resolve(list(map(Path, units)), list(map(Path, pair_dirs)), tmp, cfg,
+                                                  partitions, rule))
+
+
+def greedy_first_kept(lo: np.ndarray, hi: np.ndarray, n: int) -> tuple[np.ndarray, int]:
+    """Over nodes 0..n-1 in order and edges lo < hi: (duplicate_of per node, -1 if kept; rounds needed)."""
+    status = np.full(n, _UNDECIDED, dtype=np.int8)
+    has_earlier = np.zeros(n, dtype=bool)
+    has_earlier[hi] = True
+    status[~has_earlier] = _KEPT
+    e_lo, e_hi, rounds = lo, hi, 0
+    while True:
+        open_ = status[e_hi] == _UNDECIDED
+        e_lo, e_hi = e_lo[open_], e_hi[open_]
+        if not len(e_hi):
+            break
+        rounds += 1
+        s = status[e_lo]
+        dropped = np.zeros(n, dtype=bool)
+        dropped[e_hi[s == _KEPT]] = True
+        waiting = np.zeros(n, dtype=bool)
+        waiting[e_hi[s == _UNDECIDED]] = True
+        touched = np.zeros(n, dtype=bool)
+        touched[e_hi] = True
+        status[dropped] = _DROPPED
+        status[touched & ~dropped & ~waiting] = _KEPT
+    dup_of = np.full(n, -1, dtype=np.int64)
+    use = (status[lo] == _KEPT) & (status[hi] == _DROPPED)
+    a, b = lo[use], hi[use]
+    idx = np.lexsort((a, b))
+    a, b = a[idx], b[idx]
+    first = np.ones(len(b), dtype=bool)
+    first[1:] = b[1:] != b[:-1]
+    dup_of[b[first]] = a[first]
+    return dup_of, rounds
+
+
+def connected_components(lo: np.ndarray, hi: np.ndarray, n: int) -> np.ndarray:
+    """Label of each node = the smallest node of its component (hooking roots + pointer jumping)."""
+    label = np.arange(n, dtype=np.int64)
+    while True:
+        l_lo, l_hi = label[lo], label[hi]
+        m = np.minimum(l_lo, l_hi)
+        new = label.copy()
+        np.minimum.at(new, l_lo, m)
+        np.minimum.at(new, l_hi, m)
+        while True:
+            jumped = new[new]
+            if np.array_equal(jumped, new):
+                break
+            new = jumped
+        if np.array_equal(new, label):
+            return label
+        label = new
+
+
+def lookup_ids(unit: Path, stats: dict[str, Any], ordinals: np.ndarray) -> pa.Array:
+    """Ids of some documents of one unit, reading only the row groups of ids.parquet that hold them."""
+    firsts = np.asarray(stats["ids_groups"], dtype=np.int64)
+    group = np.searchsorted(firsts, ordinals, side="right") - 1
+    needed = np.unique(group)
+    table = pq.ParquetFile(unit / files.IDS).read_row_groups(needed.tolist(), columns=["id"])
+    sizes = np.diff(np.append(firsts, stats["docs"]))[needed]
+    base = np.cumsum(sizes) - sizes  # where each needed group starts in `table`
+    pos = base[np.searchsorted(needed, group)] + (ordinals - firsts[group])
+    return table.column("id").take(pa.array(pos)).combine_chunks()
+
+
+def resolve_ids(units: list[Path], unit_stats: list[dict[str, Any]], docs: np.ndarray) -> pa.Array:
+    """Ids of documents given by order key (any order), one unit at a time."""
+    if not len(docs):
+        return pa.array([], pa.string())
+    order = np.argsort(docs, kind="stable")
+    sorted_docs = docs[order]
+    ranks = keys.unit_rank(sorted_docs)
+    parts = []
+    bounds = np.flatnonzero(np.diff(ranks)) + 1
+    for lo, hi in zip(np.concatenate(([0], bounds)), np.concatenate((bounds, [len(docs)]))):
+        r = int(ranks[lo])
+        parts.append(lookup_ids(units[r], unit_stats[r], keys.ordinal(sorted_docs[lo:hi])))
+    ids = pa.concat_arrays(parts)
+    inverse = np.empty_like(order)
+    inverse[order] = np.arange(len(order))
+    return ids.take(pa.array(inverse))
+
+
+def _read_pairs(pair_dirs: list[Path], settings: dict[str, Any], partitions: int) -> tuple[np.ndarray, np.ndarray]:
+    seen = []
+    a_parts, b_parts = [], []
+    for d in pair_dirs:
+        seen.append(files.read_finished(d, "step-2b folder", settings)["partition"])
+        t = pq.read_table(d / files.PAIRS)
+        a_parts.append(t.column("a").to_numpy())
+        b_parts.append(t.column("b").to_numpy())
+    if sorted(seen) != list(range(partitions)):
+        raise ValueError(f"step 3 needs the pairs of each of the {partitions} partitions once; got {sorted(seen)}")
+    a = np.concatenate(a_parts) if a_parts else np.empty(0, np.uint64)
+    b = np.concatenate(b_parts) if b_parts else np.empty(0, np.uint64)
+    return a, b
+
+
+def _resolve(units: list[Path], pair_dirs: list[Path], tmp: Path, cfg: DedupConfig, partitions: int,
+             rule: Rule) -> dict[str, Any]:
+    settings = files.settings_record(cfg, partitions)
+    unit_stats = [files.read_finished(u, "step-1 folder", settings) for u in units]
+    a, b = _read_pairs(pair_dirs, settings, partitions)
+    n_pairs_read = len(a)
+    idx = np.lexsort((b, a))
+    a, b = a[idx], b[idx]
+    distinct = np.ones(len(a), dtype=bool)
+    distinct[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+    a, b = a[distinct], b[distinct]
+    nodes = np.unique(np.concatenate((a, b)))
+    lo, hi = np.searchsorted(nodes, a), np.searchsorted(nodes, b)
+    n = len(nodes)
+
+    dup_of, rounds = greedy_first_kept(lo, hi, n)
+    label = connected_components(lo, hi, n)
+    n_components = int((label == np.arange(n)).sum())
+    largest = int(np.bincount(label).max()) if n else 0
+    greedy_kept = n - int((dup_of >= 0).sum())
+    if rule == "components":
+        dup_of = np.where(label == np.arange(n), -1, label)
+
+    dropped = np.flatnonzero(dup_of >= 0)
+    doc, rep = nodes[dropped], nodes[dup_of[dropped]]
+    table = pa.table({"doc": doc, "rep": rep, "rep_id": resolve_ids(units, unit_stats, rep)}, schema=files.DROP_SCHEMA)
+    files.write_sorted(tmp / files.NEAR_DROPS, table)
+    return {
+        "settings": settings, "rule": rule, "pairs_read": int(n_pairs_read), "pairs": int(len(a)), "docs_in_pairs": n,
+        "components": n_components, "largest_component": largest, "dropped": int(len(dropped)), "rounds": rounds,
+        # documents the greedy rule keeps although a connected-components rule would drop them
+        "kept_by_greedy_not_by_components": greedy_kept - n_components,
+    }
