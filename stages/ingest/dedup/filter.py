@@ -1,0 +1,106 @@
+"""Step 4, per input unit: the unit's kept documents minus its duplicates, and the duplicates with their reason.
+
+Why per unit: the decisions of steps 2a (exact, per partition) and 3 (near, per language) are files sorted by
+order key, so a unit reads only its own range of each (row-group statistics skip the rest) and streams its
+kept.parquet once in batches. The outputs have the schemas finalize publishes today (DOCUMENT_SCHEMA for kept
+rows, REJECTED_SCHEMA with `reason` and `duplicate_of` for duplicates), in document order: concatenated in unit
+order they are today's data/<lang> table and the duplicate part of today's rejected/<lang> table.
+
+Output (`out_dir`): kept.parquet, duplicates.parquet, stats.json.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from stages.ingest.dedup import files, keys
+from stages.ingest.dedup.atomic import run_once
+from stages.ingest.minhash import DedupConfig
+from stages.ingest.process import EXACT_DUP, NEAR_DUP
+from stages.ingest.schema import DOCUMENT_SCHEMA, REJECTED_SCHEMA
+
+
+def filter_unit(kept: Path, signatures_dir: Path, rank: int, exact_dirs: Sequence[Path], near_dir: Path | None,
+                out_dir: Path, cfg: DedupConfig, partitions: int, *, batch_rows: int = 16_384) -> dict[str, Any]:
+    """`kept`: the unit's kept.parquet (as given to step 1); `signatures_dir`: its step-1 folder; `rank`: its
+    position in the language's units; `exact_dirs`: all P step-2a folders (ignored with exact off);
+    `near_dir`: the language's step-3 folder (None with near off)."""
+    return run_once(out_dir, lambda tmp: _filter(Path(kept), Path(signatures_dir), rank, list(map(Path, exact_dirs)),
+                                                 near_dir and Path(near_dir), tmp, cfg, partitions, batch_rows))
+
+
+def unit_drops(rank: int, exact_dirs: list[Path], near_dir: Path | None, cfg: DedupConfig,
+               partitions: int) -> tuple[np.ndarray, np.ndarray, pa.Array]:
+    """(ordinals, reasons 0 exact / 1 near, duplicate_of ids) of one unit's dropped documents, by ordinal."""
+    settings = files.settings_record(cfg, partitions)
+    first, last = keys.unit_range(rank)
+    tables, reasons = [], []
+    if cfg.exact:
+        seen = sorted(files.read_finished(d, "step-2a folder", settings)["partition"] for d in exact_dirs)
+        if seen != list(range(partitions)):
+            raise ValueError(f"step 4 needs the exact drops of each of the {partitions} partitions once; got {seen}")
+        for d in exact_dirs:
+            t = files.read_range(d / files.EXACT_DROPS, "doc", first, last)
+            tables.append(t)
+            reasons.append(np.zeros(t.num_rows, dtype=np.int8))
+    if cfg.near:
+        if near_dir is None:
+            raise ValueError("near dedup is on: step 4 needs the language's step-3 folder")
+        files.read_finished(near_dir, "step-3 folder", settings)
+        t = files.read_range(near_dir / files.NEAR_DROPS, "doc", first, last)
+        tables.append(t)
+        reasons.append(np.ones(t.num_rows, dtype=np.int8))
+    if not tables:
+        return np.empty(0, np.int64), np.empty(0, np.int8), pa.array([], pa.string())
+    table = pa.concat_tables(tables)
+    ordinals = keys.ordinal(table.column("doc").to_numpy())
+    reason = np.concatenate(reasons)
+    order = np.argsort(ordinals, kind="stable")
+    ordinals, reason = ordinals[order], reason[order]
+    if len(ordinals) > 1 and (np.diff(ordinals) == 0).any():
+        raise ValueError(f"unit {rank}: a document is dropped twice (exact and near outputs overlap)")
+    return ordinals, reason, table.column("rep_id").take(pa.array(order)).combine_chunks()
+
+
+def _filter(kept: Path, signatures_dir: Path, rank: int, exact_dirs: list[Path], near_dir: Path | None, tmp: Path,
+            cfg: DedupConfig, partitions: int, batch_rows: int) -> dict[str, Any]:
+    settings = files.settings_record(cfg, partitions)
+    step1 = files.read_finished(signatures_dir, "step-1 folder", settings)
+    drop_ord, drop_reason, drop_rep = unit_drops(rank, exact_dirs, near_dir, cfg, partitions)
+    reason_names = pa.array([EXACT_DUP, NEAR_DUP], pa.string())
+    digest = hashlib.sha256()
+    start = 0
+    kept_writer = pq.ParquetWriter(tmp / files.KEPT, DOCUMENT_SCHEMA, compression="zstd")
+    dup_writer = pq.ParquetWriter(tmp / files.DUPLICATES, REJECTED_SCHEMA, compression="zstd")
+    n_kept = 0
+    for batch in pq.ParquetFile(kept).iter_batches(batch_size=batch_rows):
+        m = batch.num_rows
+        for value in batch.column("id").to_pylist():
+            digest.update(value.encode() + b"\n")
+        lo, hi = np.searchsorted(drop_ord, [start, start + m])
+        is_dup = np.zeros(m, dtype=bool)
+        is_dup[drop_ord[lo:hi] - start] = True
+        table = pa.Table.from_batches([batch])
+        keep = table.filter(pa.array(~is_dup)).select(DOCUMENT_SCHEMA.names).cast(DOCUMENT_SCHEMA)
+        if keep.num_rows:
+            kept_writer.write_table(keep)
+            n_kept += keep.num_rows
+        if hi > lo:
+            dups = table.take(pa.array(drop_ord[lo:hi] - start)).select(DOCUMENT_SCHEMA.names)
+            dups = dups.append_column("reason", reason_names.take(pa.array(drop_reason[lo:hi])))
+            dups = dups.append_column("duplicate_of", drop_rep.slice(lo, hi - lo))
+            dup_writer.write_table(dups.cast(REJECTED_SCHEMA))
+        start += m
+    kept_writer.close()
+    dup_writer.close()
+    if start != step1["docs"] or digest.hexdigest() != step1["ids_sha256"]:
+        raise ValueError(f"{kept} is not the file step 1 read into {signatures_dir} (other rows or order): "
+                         "rerun step 1 on it")
+    return {"settings": settings, "docs": start, "kept": n_kept, EXACT_DUP: int((drop_reason == 0).sum()),
+            NEAR_DUP: int((drop_reason == 1).sum())}
