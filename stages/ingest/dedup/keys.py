@@ -56,9 +56,13 @@ def band_multipliers(rows: int, seed: int) -> np.ndarray:
 
 def band_keys(signatures: np.ndarray, cfg: DedupConfig) -> np.ndarray:
     """(n, bands) uint64: the key under which `NearDuplicateIndex` files each document in each band."""
-    n = len(signatures)
     mult = band_multipliers(cfg.rows, cfg.seed)
-    return (signatures.reshape(n, cfg.bands, cfg.rows).astype(np.uint64) * mult).sum(axis=2, dtype=np.uint64)
+    out = np.empty((len(signatures), cfg.bands), dtype=np.uint64)
+    for band in range(cfg.bands):  # one band at a time: the uint64 temporaries stay 1/bands of the matrix
+        rows = signatures[:, band * cfg.rows : (band + 1) * cfg.rows].astype(np.uint64)
+        rows *= mult
+        out[:, band] = rows.sum(axis=1, dtype=np.uint64)
+    return out
 
 
 def is_sentinel(signatures: np.ndarray) -> np.ndarray:
