@@ -132,18 +132,31 @@ def _run(name, prepared, sigs, cfg, d):
         np.save(d / "sorted.npy", dup)
         return {"duplicates": int((dup >= 0).sum()), **stats}
     if name == "steps":
-        from stages.ingest.dedup import clusters, exact, buckets, signatures
+        from stages.ingest.dedup import buckets, clusters, exact, signatures
         from stages.ingest.dedup.local import layout
 
         where = layout(d / "work", len(prepared), 4)
+        peaks: dict[str, int] = {}
+
+        def step(label, fn, *a):
+            """Run one step; keep the largest peak RSS growth of any call of this step."""
+            Path("/proc/self/clear_refs").write_text("5")
+            rss0 = _rss_kb("VmRSS")
+            r = fn(*a)
+            peaks[label] = max(peaks.get(label, 0), (_rss_kb("VmHWM") - rss0) * 1024)
+            return r
+
         for r, path in enumerate(prepared):
-            signatures.write_signatures(path, where["signatures"][r], cfg, 4)
-        ex = sum(exact.find_exact_duplicates(where["signatures"], p, where["exact"][p], cfg, 4)["dropped"] for p in range(4))
+            step("1 signatures (per unit)", signatures.write_signatures, path, where["signatures"][r], cfg, 4)
+        ex = sum(step("2a exact (per partition)", exact.find_exact_duplicates, where["signatures"], p,
+                      where["exact"][p], cfg, 4)["dropped"] for p in range(4))
         for p in range(4):
-            buckets.find_candidate_pairs(where["signatures"], p, where["pairs"][p], cfg, 4)
-        st = clusters.resolve_clusters(where["signatures"], where["pairs"], where["clusters"], cfg, 4)
+            step("2b pairs (per partition)", buckets.find_candidate_pairs, where["signatures"], p, where["pairs"][p], cfg, 4)
+        st = step("3 clusters (per language)", clusters.resolve_clusters, where["signatures"], where["pairs"],
+                  where["clusters"], cfg, 4)
         disk = sum(f.stat().st_size for f in (d / "work" / "1-signatures").rglob("*") if f.is_file())
-        return {"duplicates": ex + st["dropped"], "exact": ex, "near": st["dropped"], "step1_disk_bytes": disk}
+        return {"duplicates": ex + st["dropped"], "exact": ex, "near": st["dropped"], "step1_disk_bytes": disk,
+                "step_peak_bytes": peaks, "units": len(prepared), "partitions": 4}
     if name == "rensa":
         import rensa
 
@@ -221,6 +234,13 @@ def main() -> int:
             r["bytes_per_doc"] = r["peak_growth_bytes"] / args.docs
             print(f"{name:7s} {r['docs_per_cpu_s']:>10,.0f} docs/s  {r['bytes_per_doc']:>7,.0f} B/doc peak  "
                   f"{r['duplicates']:,} duplicates", file=sys.stderr)
+            if name == "steps":
+                for label, peak in r["step_peak_bytes"].items():
+                    held = args.docs / (1 if "language" in label else 4)
+                    print(f"        step {label}: peak {peak / 1e6:,.1f} MB for {held:,.0f} documents "
+                          f"({peak / held:,.0f} B/doc; step 1 is capped by buffer_rows, not per document)",
+                          file=sys.stderr)
+                print(f"        step-1 files on disk: {r['step1_disk_bytes'] / args.docs:,.0f} B/doc", file=sys.stderr)
         today, sorted_ = np.load(d / "today.npy"), np.load(d / "sorted.npy")
     result = {
         "docs": args.docs, "planted": {"near": int((role == 1).sum()), "exact": int((role == 2).sum())},

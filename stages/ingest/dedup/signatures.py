@@ -29,7 +29,7 @@ from stages.ingest.minhash import DedupConfig
 
 
 def write_signatures(kept: Path, out_dir: Path, cfg: DedupConfig, partitions: int, *,
-                     batch_rows: int = 16_384, buffer_rows: int = 2_000_000) -> dict[str, Any]:
+                     batch_rows: int = 16_384, buffer_rows: int = 1_000_000) -> dict[str, Any]:
     """Write the dedup keys of `kept` (a Parquet with id, signature, exact_key in document order) to `out_dir`.
 
     Returns (and records) the statistics: docs, empty_docs (sentinel signatures: exact rows only), band_rows.
@@ -40,18 +40,22 @@ def write_signatures(kept: Path, out_dir: Path, cfg: DedupConfig, partitions: in
 
 
 class _PartitionedWriter:
-    """Buffers rows and writes them as one row group per (flush, partition); remembers which is which."""
+    """Buffers columns and writes them as one row group per (flush, partition); remembers which is which.
+
+    Numeric columns stay numpy until the flush (one concatenation, one reordering, zero-copy into Arrow);
+    the id column, the only string one, is reordered by Arrow.
+    """
 
     def __init__(self, path: Path, schema: pa.Schema, partitions: int, buffer_rows: int):
         self.writer = pq.ParquetWriter(path, schema, compression="zstd")
         self.schema, self.partitions, self.buffer_rows = schema, partitions, buffer_rows
         self.groups: list[list[int]] = [[] for _ in range(partitions)]
-        self.pending: list[tuple[np.ndarray, pa.Table]] = []
+        self.pending: list[tuple[np.ndarray, dict[str, Any]]] = []
         self.pending_rows = self.n_groups = self.rows = 0
 
-    def add(self, part: np.ndarray, table: pa.Table) -> None:
-        self.pending.append((part, table))
-        self.pending_rows += table.num_rows
+    def add(self, part: np.ndarray, columns: dict[str, Any]) -> None:
+        self.pending.append((part, columns))
+        self.pending_rows += len(part)
         if self.pending_rows >= self.buffer_rows:
             self.flush()
 
@@ -59,11 +63,19 @@ class _PartitionedWriter:
         if not self.pending_rows:
             self.pending.clear()
             return
-        part = np.concatenate([p for p, _ in self.pending])
-        table = pa.concat_tables([t for _, t in self.pending]).combine_chunks()
-        self.pending, self.pending_rows = [], 0
-        order = np.argsort(part, kind="stable")
-        table = table.take(pa.array(order))
+        pending, self.pending, self.pending_rows = self.pending, [], 0
+        order = np.argsort(np.concatenate([p for p, _ in pending]), kind="stable")
+        part = np.concatenate([p for p, _ in pending])[order]
+        columns = {}
+        for name in self.schema.names:
+            values = [c[name] for _, c in pending]
+            if isinstance(values[0], np.ndarray):
+                columns[name] = np.concatenate(values)[order]
+            else:
+                columns[name] = pa.concat_arrays([v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v
+                                                  for v in values]).take(pa.array(order))
+        del pending
+        table = pa.table(columns, schema=self.schema)
         counts = np.bincount(part, minlength=self.partitions)
         start = 0
         for p in np.flatnonzero(counts):
@@ -99,11 +111,10 @@ def _signature_matrix(column: pa.ChunkedArray | pa.Array, num_perm: int) -> np.n
 def _write(kept: Path, tmp: Path, cfg: DedupConfig, partitions: int, batch_rows: int, buffer_rows: int) -> dict[str, Any]:
     pf = pq.ParquetFile(kept)
     n = pf.metadata.num_rows
-    sig_path = tmp / files.SIGNATURES
-    if n:
-        sigs_out = np.lib.format.open_memmap(sig_path, mode="w+", dtype=np.uint32, shape=(n, cfg.num_perm))
-    else:
-        np.save(sig_path, np.empty((0, cfg.num_perm), dtype=np.uint32))
+    # A plain .npy written by appending (not a memory map: its dirty pages would count as the worker's memory)
+    sigs_out = (tmp / files.SIGNATURES).open("wb")
+    np.lib.format.write_array_header_1_0(sigs_out, {"descr": np.lib.format.dtype_to_descr(np.dtype("<u4")),
+                                                    "fortran_order": False, "shape": (n, cfg.num_perm)})
     bands = _PartitionedWriter(tmp / files.BANDS, files.BAND_SCHEMA, partitions, buffer_rows)
     exact = _PartitionedWriter(tmp / files.EXACT_ROWS, files.EXACT_SCHEMA, partitions, max(1, buffer_rows // cfg.bands))
     ids_writer = pq.ParquetWriter(tmp / files.IDS, pa.schema([("id", pa.string())]), compression="zstd")
@@ -117,7 +128,7 @@ def _write(kept: Path, tmp: Path, cfg: DedupConfig, partitions: int, batch_rows:
             continue
         ids = batch.column("id")
         sigs = _signature_matrix(batch.column("signature"), cfg.num_perm)
-        sigs_out[start : start + m] = sigs
+        sigs_out.write(np.ascontiguousarray(sigs, dtype="<u4").tobytes())
         hi, lo = keys.exact_words(batch.column("exact_key").to_pylist())
         ordinals = np.arange(start, start + m, dtype=np.uint32)
 
@@ -126,20 +137,17 @@ def _write(kept: Path, tmp: Path, cfg: DedupConfig, partitions: int, batch_rows:
         k = keys.band_keys(sigs[live], cfg)  # (live, bands)
         band = np.tile(band_index, len(live))
         key = k.ravel()
-        bands.add(keys.band_partition(band, key, partitions), pa.table({
+        bands.add(keys.band_partition(band, key, partitions), {
             "band": band, "key": key, "exact": np.repeat(hi[live], cfg.bands),
-            "ordinal": np.repeat(ordinals[live], cfg.bands)}, schema=files.BAND_SCHEMA))
-        exact.add(keys.exact_partition(hi, partitions),
-                  pa.table({"hi": hi, "lo": lo, "ordinal": ordinals, "id": ids}, schema=files.EXACT_SCHEMA))
+            "ordinal": np.repeat(ordinals[live], cfg.bands)})
+        exact.add(keys.exact_partition(hi, partitions), {"hi": hi, "lo": lo, "ordinal": ordinals, "id": ids})
 
         ids_groups.append(start)
         ids_writer.write_table(pa.table({"id": ids}), row_group_size=m)
         for value in ids.to_pylist():
             ids_digest.update(value.encode() + b"\n")
         start += m
-    if n:
-        sigs_out.flush()
-        del sigs_out
+    sigs_out.close()
     ids_writer.close()
     band_groups, exact_groups = bands.close(), exact.close()
     if start != n:
