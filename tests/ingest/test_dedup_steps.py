@@ -172,13 +172,19 @@ def test_same_rows_and_decisions_as_finalize(planted, tmp_path, partitions):
     assert clusters["pairs_read"] == clusters["pairs"] > 0  # each pair emitted by one band of one partition only
 
 
-def test_duplicate_pair_split_over_units_is_found(planted):
+def test_duplicate_pair_split_over_units_is_found(planted, tmp_path):
     ctx, kept, ref_kept, ref_dups = planted
     unit_of = {}
     for r, path in enumerate(kept):
         unit_of.update({i: r for i in pq.read_table(path, columns=["id"]).column("id").to_pylist()})
-    cross = [(d, rep) for d, (_, rep) in decisions(ref_dups).items() if unit_of[d] != unit_of[rep]]
-    assert len(cross) >= 10  # most planted pairs straddle units; the steps found them (test above)
+    _, got_dups, out = steps(kept, tmp_path, ctx.settings.dedup, 3)
+    got = decisions(got_dups)
+    for reason in (EXACT_DUP, NEAR_DUP):
+        cross = {d: v for d, v in decisions(ref_dups).items() if v[0] == reason and unit_of[d] != unit_of[v[1]]}
+        assert len(cross) >= 5 and all(got[d] == v for d, v in cross.items())
+        # and the unit holding the duplicate counted it, not the unit of its representative
+        for d in cross:
+            assert out["stats"]["filter"][unit_of[d]][reason] >= 1
 
 
 def test_chains_follow_todays_greedy_rule_not_components(planted, tmp_path):

@@ -116,10 +116,10 @@ def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partit
     settings = files.settings_record(cfg, partitions)
     cols: dict[str, list[np.ndarray]] = {"band": [], "key": [], "exact": [], "order": []}
     for rank, unit in enumerate(units):
-        stats = files.read_finished(unit, "step-1 folder", settings)
+        files.read_finished(unit, "step-1 folder", settings)
         if not cfg.near:
             continue
-        t = files.read_row_groups(unit / files.BANDS, stats["row_groups"]["bands"][partition])
+        t = files.read_row_groups(unit / files.BANDS, files.read_index(unit)["row_groups"]["bands"][partition])
         cols["band"].append(t.column("band").to_numpy())
         cols["key"].append(t.column("key").to_numpy())
         cols["exact"].append(t.column("exact").to_numpy())

@@ -96,19 +96,19 @@ def connected_components(lo: np.ndarray, hi: np.ndarray, n: int) -> np.ndarray:
         label = new
 
 
-def lookup_ids(unit: Path, stats: dict[str, Any], ordinals: np.ndarray) -> pa.Array:
+def lookup_ids(unit: Path, index: dict[str, Any], ordinals: np.ndarray) -> pa.Array:
     """Ids of some documents of one unit, reading only the row groups of ids.parquet that hold them."""
-    firsts = np.asarray(stats["ids_groups"], dtype=np.int64)
+    firsts = np.asarray(index["ids_groups"], dtype=np.int64)
     group = np.searchsorted(firsts, ordinals, side="right") - 1
     needed = np.unique(group)
     table = pq.ParquetFile(unit / files.IDS).read_row_groups(needed.tolist(), columns=["id"])
-    sizes = np.diff(np.append(firsts, stats["docs"]))[needed]
+    sizes = np.diff(np.append(firsts, index["docs"]))[needed]
     base = np.cumsum(sizes) - sizes  # where each needed group starts in `table`
     pos = base[np.searchsorted(needed, group)] + (ordinals - firsts[group])
     return table.column("id").take(pa.array(pos)).combine_chunks()
 
 
-def resolve_ids(units: list[Path], unit_stats: list[dict[str, Any]], docs: np.ndarray) -> pa.Array:
+def resolve_ids(units: list[Path], docs: np.ndarray) -> pa.Array:
     """Ids of documents given by order key (any order), one unit at a time."""
     if not len(docs):
         return pa.array([], pa.string())
@@ -119,7 +119,7 @@ def resolve_ids(units: list[Path], unit_stats: list[dict[str, Any]], docs: np.nd
     bounds = np.flatnonzero(np.diff(ranks)) + 1
     for lo, hi in zip(np.concatenate(([0], bounds)), np.concatenate((bounds, [len(docs)]))):
         r = int(ranks[lo])
-        parts.append(lookup_ids(units[r], unit_stats[r], keys.ordinal(sorted_docs[lo:hi])))
+        parts.append(lookup_ids(units[r], files.read_index(units[r]), keys.ordinal(sorted_docs[lo:hi])))
     ids = pa.concat_arrays(parts)
     inverse = np.empty_like(order)
     inverse[order] = np.arange(len(order))
@@ -144,7 +144,8 @@ def _read_pairs(pair_dirs: list[Path], settings: dict[str, Any], partitions: int
 def _resolve(units: list[Path], pair_dirs: list[Path], tmp: Path, cfg: DedupConfig, partitions: int,
              rule: Rule) -> dict[str, Any]:
     settings = files.settings_record(cfg, partitions)
-    unit_stats = [files.read_finished(u, "step-1 folder", settings) for u in units]
+    for u in units:
+        files.read_finished(u, "step-1 folder", settings)
     a, b = _read_pairs(pair_dirs, settings, partitions)
     n_pairs_read = len(a)
     idx = np.lexsort((b, a))
@@ -166,7 +167,7 @@ def _resolve(units: list[Path], pair_dirs: list[Path], tmp: Path, cfg: DedupConf
 
     dropped = np.flatnonzero(dup_of >= 0)
     doc, rep = nodes[dropped], nodes[dup_of[dropped]]
-    table = pa.table({"doc": doc, "rep": rep, "rep_id": resolve_ids(units, unit_stats, rep)}, schema=files.DROP_SCHEMA)
+    table = pa.table({"doc": doc, "rep": rep, "rep_id": resolve_ids(units, rep)}, schema=files.DROP_SCHEMA)
     files.write_sorted(tmp / files.NEAR_DROPS, table)
     return {
         "settings": settings, "rule": rule, "pairs_read": int(n_pairs_read), "pairs": int(len(a)), "docs_in_pairs": n,

@@ -33,10 +33,10 @@ def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partit
     settings = files.settings_record(cfg, partitions)
     his, los, orders, ids = [], [], [], []
     for rank, unit in enumerate(units):
-        stats = files.read_finished(unit, "step-1 folder", settings)
+        files.read_finished(unit, "step-1 folder", settings)
         if not cfg.exact:
             continue
-        t = files.read_row_groups(unit / files.EXACT_ROWS, stats["row_groups"]["exact"][partition])
+        t = files.read_row_groups(unit / files.EXACT_ROWS, files.read_index(unit)["row_groups"]["exact"][partition])
         his.append(t.column("hi").to_numpy())
         los.append(t.column("lo").to_numpy())
         orders.append(keys.order_keys(rank, t.column("ordinal").to_numpy()))

@@ -7,6 +7,7 @@ under other settings, instead of silently pairing band keys of two different has
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -23,6 +24,7 @@ EXACT_DROPS, PAIRS, NEAR_DROPS = "exact-drops.parquet", "pairs.parquet", "near-d
 # step 4, per input unit
 KEPT, DUPLICATES = "kept.parquet", "duplicates.parquet"
 
+INDEX = "index.json"  # step 1: where each partition's rows are; not statistics, so not in stats.json
 ROW_GROUP = 65_536  # rows per row group of sorted outputs: the granularity of range reads
 IDS_GROUP = 65_536  # documents per row group of ids.parquet: step 3 reads only the groups it needs
 
@@ -46,6 +48,11 @@ def read_finished(folder: Path, what: str, settings: dict[str, Any] | None = Non
         raise ValueError(f"{what} {folder} was made with dedup settings {stats.get('settings')}, "
                          f"not {settings}: rerun it with the same settings")
     return stats
+
+
+def read_index(unit: Path) -> dict[str, Any]:
+    """Step 1's index: row groups per partition, first ordinal per ids row group, digest of the ids."""
+    return json.loads((Path(unit) / INDEX).read_text())
 
 
 def read_row_groups(path: Path, groups: Sequence[int], columns: list[str] | None = None) -> pa.Table:

@@ -71,7 +71,8 @@ def unit_drops(rank: int, exact_dirs: list[Path], near_dir: Path | None, cfg: De
 def _filter(kept: Path, signatures_dir: Path, rank: int, exact_dirs: list[Path], near_dir: Path | None, tmp: Path,
             cfg: DedupConfig, partitions: int, batch_rows: int) -> dict[str, Any]:
     settings = files.settings_record(cfg, partitions)
-    step1 = files.read_finished(signatures_dir, "step-1 folder", settings)
+    files.read_finished(signatures_dir, "step-1 folder", settings)
+    step1 = files.read_index(signatures_dir)
     drop_ord, drop_reason, drop_rep = unit_drops(rank, exact_dirs, near_dir, cfg, partitions)
     reason_names = pa.array([EXACT_DUP, NEAR_DUP], pa.string())
     digest = hashlib.sha256()

@@ -8,14 +8,15 @@ candidate pair is verified by reading two rows, not a unit) and its ids (the rep
 not carried in every band row). The unit's rows stream through in batches; at most `buffer_rows` band rows
 are held before they are written, so memory does not grow with the unit.
 
-Folder (`out_dir`): bands.parquet, exact.parquet, signatures.npy, ids.parquet, stats.json. The stats record
-the row groups of each partition, the settings, the ids' first ordinal per row group and a digest of the ids
-(step 4 checks it reads the same kept.parquet in the same order).
+Folder (`out_dir`): bands.parquet, exact.parquet, signatures.npy, ids.parquet, index.json (the row groups of
+each partition, the ids' first ordinal per row group, a digest of the ids: step 4 checks it reads the same
+kept.parquet in the same order), stats.json (counts and settings).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -152,9 +153,7 @@ def _write(kept: Path, tmp: Path, cfg: DedupConfig, partitions: int, batch_rows:
     band_groups, exact_groups = bands.close(), exact.close()
     if start != n:
         raise RuntimeError(f"{kept}: read {start} rows, the file says {n}")
-    return {
-        "docs": n, "empty_docs": empty_docs, "band_rows": bands.rows,
-        "settings": files.settings_record(cfg, partitions),
-        "row_groups": {"bands": band_groups, "exact": exact_groups},
-        "ids_groups": ids_groups, "ids_sha256": ids_digest.hexdigest(),
-    }
+    (tmp / files.INDEX).write_text(json.dumps({
+        "docs": n, "row_groups": {"bands": band_groups, "exact": exact_groups},
+        "ids_groups": ids_groups, "ids_sha256": ids_digest.hexdigest()}))
+    return {"docs": n, "empty_docs": empty_docs, "band_rows": bands.rows, "settings": files.settings_record(cfg, partitions)}
