@@ -144,6 +144,7 @@ def test_bad_inputs_are_recorded_with_file_and_line(tmp_path, udhr_dir):
             path = "{src}/missing-*.txt"
             licence = "x"
             collected = "2025-01"
+            optional = true
             [ingest.quality]
             min_words = 10
             """))
@@ -170,6 +171,38 @@ def test_bad_inputs_are_recorded_with_file_and_line(tmp_path, udhr_dir):
     assert not (run2 / "ingest").exists()
     state = json.loads((run2 / ".state" / "ingest.json").read_text())
     assert state["status"] == "failed" and "on_error = \"fail\"" in state["error"] and str(src) in state["error"]
+
+
+def test_a_source_without_input_for_a_language_fails_at_plan_time(tmp_path, udhr_dir):
+    """Not after the whole ingest (and a tokenizer stage that then refuses): before any unit runs, exit 2, with
+    the source and the pattern it expanded."""
+    (tmp_path / "data" / "de").mkdir(parents=True)
+    (tmp_path / "data" / "de" / "1.jsonl").write_text(json.dumps({"text": udhr_docs(udhr_dir, "de")[3]}) + "\n")
+    cfg = write_config(tmp_path, jsonl_source("web", f"{tmp_path}/data/{{lang}}/*.jsonl"), languages='["de", "et"]')
+    run_dir = tmp_path / "run"
+    assert run_ingest(cfg, run_dir) == 2
+    state = json.loads((run_dir / ".state" / "ingest.json").read_text())
+    assert state["status"] == "failed"
+    assert "source web yields nothing for language et" in state["error"] and f"{tmp_path}/data/et/*.jsonl" in state["error"]
+    assert not list((run_dir / ".work" / "ingest").glob("*/documents/*"))  # no unit ran
+    cfg.write_text(cfg.read_text().replace('category = "crawled"', 'category = "crawled"\noptional = true'))
+    assert run_ingest(cfg, run_dir) == 0
+    (problem,) = manifest(run_dir)["skipped"]
+    assert (problem["source"], problem["lang"], problem["reason"]) == ("web", "et", "no_inputs")
+
+
+def test_ids_are_unique_across_languages_with_the_same_file_layout(tmp_path, udhr_dir):
+    """data/{lang}/1.jsonl in two languages: same source, same relative file, same line numbers, other ids."""
+    for lang in ("de", "fr"):
+        (tmp_path / "data" / lang).mkdir(parents=True)
+        docs = [t for t in udhr_docs(udhr_dir, lang) if len(t.split()) >= 10][:5]
+        (tmp_path / "data" / lang / "1.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in docs))
+    cfg = write_config(tmp_path, jsonl_source("web", f"{tmp_path}/data/{{lang}}/*.jsonl", "[ingest.quality]\nmin_words = 10\n"),
+                       languages='["de", "fr"]')
+    assert run_ingest(cfg, tmp_path / "run") == 0
+    de, fr = read_lang(tmp_path / "run", "de"), read_lang(tmp_path / "run", "fr")
+    assert [(r["input"], r["input_index"]) for r in de] == [(r["input"], r["input_index"]) for r in fr] == [("1.jsonl", i) for i in range(1, 6)]
+    assert len({r["id"] for r in de + fr}) == 10
 
 
 def test_planted_near_duplicates_across_files_are_removed(tmp_path, udhr_dir):
@@ -241,47 +274,62 @@ def test_language_mismatch_and_non_eu_text_are_rejected(tmp_path, udhr_dir):
 
 KILLER = textwrap.dedent("""
     import os, sys
-    import pipeline.executor as ex
     import stages.ingest.stage as st
-    mode, n = sys.argv[1], int(sys.argv[2])
-    if mode == "unit":
-        real, count = ex.execute_unit, [0]
-        def dying(ctx, unit):
+    step, n = sys.argv[1], int(sys.argv[2])
+    count = [0]
+    if step == "finalize":
+        real_link = st._link_part
+        def dying_link(*a, **k):
             if count[0] == n:
                 os._exit(9)  # like SIGKILL: no cleanup, no finally
             count[0] += 1
-            return real(ctx, unit)
-        ex.execute_unit = dying
+            return real_link(*a, **k)
+        st._link_part = dying_link
     else:
-        real_write, count = st._write_parts, [0]
-        def dying_write(*a, **k):
-            if count[0] == n:
-                os._exit(9)
-            count[0] += 1
-            return real_write(*a, **k)
-        st._write_parts = dying_write
+        real = st.IngestStage.run_unit
+        def dying(self, ctx, unit, out_dir):
+            result = real(self, ctx, unit, out_dir)  # the unit's files are written, its folder not yet in place
+            if unit.step == step:
+                if count[0] == n:
+                    os._exit(9)
+                count[0] += 1
+            return result
+        st.IngestStage.run_unit = dying
     from pipeline.cli import main
     sys.exit(main(sys.argv[3:]))
 """)
+KILL_LANGS = ["de", "fr", "mt", "ga", "el"]
 
 
-@pytest.mark.parametrize("mode, n", [("unit", 7), ("finalize", 5)])
-def test_kill_and_rerun_gives_identical_output(tmp_path, udhr_dir, mode, n):
-    cfg = write_config(tmp_path, udhr_source(udhr_dir), languages='["de", "fr", "it", "mt", "ga", "hr", "el", "bg", "fi", "sv"]')
+@pytest.mark.parametrize("step, n", [("documents", 2), ("signatures", 3), ("buckets", 1), ("clusters", 4), ("filter", 2),
+                                     ("finalize", 5)])
+def test_kill_and_rerun_gives_identical_output(tmp_path, udhr_dir, step, n):
+    """kill -9 in the middle of each step (a unit's files written, its folder not yet renamed into place), or
+    while finalize links the parts: nothing is published, the rerun redoes only what was not finished and
+    publishes the uninterrupted run's files, byte for byte."""
+    from stages.ingest.stage import IngestStage
+
+    cfg = write_config(tmp_path, udhr_source(udhr_dir), languages=json.dumps(KILL_LANGS))
     ref_dir, run_dir = tmp_path / "ref", tmp_path / "run"
     assert run_ingest(cfg, ref_dir) == 0
     args = ["stage", "ingest", "--config", str(cfg), "--run-dir", str(run_dir)]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    killed = subprocess.run([PY, "-c", KILLER, mode, str(n), *args], env=env, capture_output=True, text=True)
+    killed = subprocess.run([PY, "-c", KILLER, step, str(n), *args], env=env, capture_output=True, text=True)
     assert killed.returncode == 9, killed.stderr
     assert not (run_dir / "ingest").exists()  # nothing half-published
-    finished = [p for p in (run_dir / ".work" / "ingest").glob("*/*/*") if (p / "result.json").exists()]
-    assert len(finished) == (n if mode == "unit" else 10)
+    work = run_dir / ".work" / "ingest"
+    finished = [p for p in work.glob("*/*/*") if (p / "result.json").exists()]
+    steps = IngestStage.steps
+    per_step = len(KILL_LANGS)  # one unit per language in every step (one UDHR file, one partition)
+    assert len(finished) == per_step * (steps.index(step) if step in steps else len(steps)) + (n if step in steps else 0)
+    if step in steps:  # the killed unit left its unfinished folder under a hidden temporary name only
+        assert [p.name for p in (next(work.iterdir()) / step).iterdir() if p.name.startswith(".")]
     assert main(["status", "--run-dir", str(run_dir)]) == 0
     assert run_ingest(cfg, run_dir) == 0
     ref, got = manifest(ref_dir), manifest(run_dir)
     assert got["output_digest"] == ref["output_digest"]
     assert [(o["path"], o["sha256"], o["rows"]) for o in got["outputs"]] == [(o["path"], o["sha256"], o["rows"]) for o in ref["outputs"]]
+    assert got["statistics"] == ref["statistics"]
     assert not (run_dir / ".work" / "ingest").exists()
 
 

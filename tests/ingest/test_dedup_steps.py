@@ -1,6 +1,7 @@
-"""The dedup steps (stages/ingest/dedup/) against today's single-process finalize, on real Parquet files.
+"""The dedup steps (stages/ingest/dedup/) against the single-process dedup they replace (dedup/reference.py, what
+the stage's finalize did before), on real Parquet files.
 
-Equality: the same kept rows, the same dropped ids, reasons and duplicate_of as `IngestStage.finalize`, on
+Equality: the same kept rows, the same dropped ids, reasons and duplicate_of as `dedup_in_memory`, on
 generated languages of several units with exact copies, near copies split over units, chains A~B~C, exact
 copies of near duplicates and empty-signature documents. Also: the order units and partitions run in and the
 number of partitions change no output byte; a step reads only its partition; a step killed with os._exit
@@ -34,11 +35,11 @@ from stages.ingest.dedup.clusters import connected_components, greedy_first_kept
 from stages.ingest.dedup.exact import find_exact_duplicates
 from stages.ingest.dedup.filter import filter_unit
 from stages.ingest.dedup.local import dedup_language, layout
+from stages.ingest.dedup.reference import dedup_in_memory
 from stages.ingest.dedup.signatures import write_signatures
 from stages.ingest.minhash import DedupConfig, NearDuplicateIndex, exact_key, minhash_signatures
 from stages.ingest.process import EXACT_DUP, NEAR_DUP, add_dedup_keys
-from stages.ingest.schema import REJECTED_SCHEMA, UNIT_KEPT_SCHEMA, to_table
-from stages.ingest.stage import IngestStage
+from stages.ingest.schema import DOCUMENT_SCHEMA, REJECTED_SCHEMA, UNIT_KEPT_SCHEMA, to_table
 from tests.conftest import write_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -97,8 +98,8 @@ def unit_rows(texts: list[str], uid: str, settings: IngestConfig) -> list[dict]:
     return rows
 
 
-def write_units(tmp: Path, units: list[list[str]], dedup_toml: str = "") -> tuple[StageContext, list[Path], dict]:
-    """The units as finalize finds them in the work folder (kept.parquet + removed.parquet + result)."""
+def write_units(tmp: Path, units: list[list[str]], dedup_toml: str = "") -> tuple[StageContext, list[Path]]:
+    """The units' kept.parquet files as the documents step leaves them (rows + dedup keys), in unit order."""
     body = textwrap.dedent(f"""
     [[ingest.sources]]
     name = "web"
@@ -111,34 +112,26 @@ def write_units(tmp: Path, units: list[list[str]], dedup_toml: str = "") -> tupl
     rd, config = resolve(str(write_config(tmp, body, languages=f'["{LANG}"]')), str(tmp / "run"))
     ctx = StageContext(RunDir(tmp / "run"), config, "ingest", "test", {})
     settings: IngestConfig = ctx.settings  # type: ignore[assignment]
-    kept, results = [], {}
+    kept = []
     for r, texts in enumerate(units):
         uid = f"{LANG}-web-{r:05d}"
-        folder = ctx.work_dir / uid
+        folder = ctx.unit_dir("documents", uid)
         folder.mkdir(parents=True)
-        rows = unit_rows(texts, uid, settings)
-        pq.write_table(to_table(rows, UNIT_KEPT_SCHEMA), folder / "kept.parquet")
-        pq.write_table(REJECTED_SCHEMA.empty_table(), folder / "removed.parquet")
+        pq.write_table(to_table(unit_rows(texts, uid, settings), UNIT_KEPT_SCHEMA), folder / "kept.parquet")
         kept.append(folder / "kept.parquet")
-        results[uid] = {"lang": LANG, "source": "web", "stats": {
-            "docs_in": len(rows), "bytes_in": sum(r["n_bytes"] for r in rows), "mojibake_fixed": 0, "removed": {},
-            "pii": {}, "problems": []}}
-    return ctx, kept, results
+    return ctx, kept
 
 
-def today(ctx: StageContext, results: dict, out: Path) -> tuple[pa.Table, pa.Table]:
-    """(kept rows, duplicate rows) as today's finalize publishes them."""
-    IngestStage().finalize(ctx, results, out)
-    read = lambda kind: pa.concat_tables(pq.read_table(p) for p in sorted((out / kind / LANG).glob("part-*.parquet")))  # noqa: E731
-    rejected = read("rejected")
-    return read("data"), rejected.filter(pa.compute.is_in(rejected.column("reason"), pa.array([EXACT_DUP, NEAR_DUP])))
+def today(ctx: StageContext, kept: list[Path]) -> tuple[pa.Table, pa.Table]:
+    """(kept rows, duplicate rows) of the single-process dedup over the units in order."""
+    return dedup_in_memory(pa.concat_tables(pq.read_table(k) for k in kept), ctx.settings.dedup)
 
 
 def steps(kept: list[Path], work: Path, cfg: DedupConfig, partitions: int, **kw) -> tuple[pa.Table, pa.Table, dict]:
     out = dedup_language(kept, work, cfg, partitions, **kw)
     filtered = out["folders"]["filtered"]
-    return (pa.concat_tables(pq.read_table(d / files.KEPT) for d in filtered),
-            pa.concat_tables(pq.read_table(d / files.DUPLICATES) for d in filtered), out)
+    return (pa.concat_tables(files.read_parts(d, files.KEPT_PARTS, DOCUMENT_SCHEMA) for d in filtered),
+            pa.concat_tables(files.read_parts(d, files.DUPLICATE_PARTS, REJECTED_SCHEMA) for d in filtered), out)
 
 
 def decisions(dups: pa.Table) -> dict[str, tuple[str, str]]:
@@ -153,14 +146,14 @@ def tree_digest(folder: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("planted")
-    ctx, kept, results = write_units(tmp, language())
-    ref_kept, ref_dups = today(ctx, results, tmp / "finalize")
+    ctx, kept = write_units(tmp, language())
+    ref_kept, ref_dups = today(ctx, kept)
     return ctx, kept, ref_kept, ref_dups
 
 
-# --- equality with today's finalize ------------------------------------------------------------------
+# --- equality with the single-process dedup -------------------------------------------------------
 @pytest.mark.parametrize("partitions", [1, 3, 8])
-def test_same_rows_and_decisions_as_finalize(planted, tmp_path, partitions):
+def test_same_rows_and_decisions_as_the_single_process_dedup(planted, tmp_path, partitions):
     ctx, kept, ref_kept, ref_dups = planted
     got_kept, got_dups, out = steps(kept, tmp_path, ctx.settings.dedup, partitions)
     assert got_kept.equals(ref_kept)  # the same kept rows, in the same order, every column
@@ -212,9 +205,9 @@ def test_chains_follow_todays_greedy_rule_not_components(planted, tmp_path):
 
 
 @pytest.mark.parametrize("dedup_toml", ["exact = false\n", "near = false\n", "num_perm = 64\nbands = 8\nrows = 8\nthreshold = 0.6\n"])
-def test_other_settings_match_finalize_too(tmp_path, dedup_toml):
-    ctx, kept, results = write_units(tmp_path, language(seed=3, n_units=3, n_originals=60), dedup_toml)
-    ref_kept, ref_dups = today(ctx, results, tmp_path / "finalize")
+def test_other_settings_match_the_single_process_dedup_too(tmp_path, dedup_toml):
+    ctx, kept = write_units(tmp_path, language(seed=3, n_units=3, n_originals=60), dedup_toml)
+    ref_kept, ref_dups = today(ctx, kept)
     got_kept, got_dups, _ = steps(kept, tmp_path / "steps", ctx.settings.dedup, 5)
     assert got_kept.equals(ref_kept) and got_dups.equals(ref_dups)
     assert ref_dups.num_rows > 0

@@ -26,6 +26,20 @@ def finished(out_dir: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def run_in(folder: Path, body: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
+    """Run `body(folder)` in a folder someone else publishes atomically (the executor's unit folder); `stats.json`
+    last, as `run_once` writes it, so the next step reads either the same way."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    stats = body(folder)
+    (folder / STATS).write_text(json.dumps(stats, sort_keys=True, indent=1))
+    return stats
+
+
+def run_step(out_dir: Path, body: Callable[[Path], dict[str, Any]], atomic: bool) -> dict[str, Any]:
+    return run_once(out_dir, body) if atomic else run_in(out_dir, body)
+
+
 def run_once(out_dir: Path, body: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
     """Run `body(tmp_folder) -> statistics` unless `out_dir` is finished; publish atomically."""
     out_dir = Path(out_dir)

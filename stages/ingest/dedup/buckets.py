@@ -26,16 +26,16 @@ import numpy as np
 import pyarrow as pa
 
 from stages.ingest.dedup import files, keys
-from stages.ingest.dedup.atomic import run_once
+from stages.ingest.dedup.atomic import run_step
 from stages.ingest.minhash import DedupConfig
 
 
 def find_candidate_pairs(units: Sequence[Path], partition: int, out_dir: Path, cfg: DedupConfig, partitions: int,
-                         *, chunk_pairs: int = 65_536) -> dict[str, Any]:
+                         *, chunk_pairs: int = 65_536, atomic: bool = True) -> dict[str, Any]:
     """`units`: the step-1 folders of one language, in unit order (their position is the unit rank)."""
     if not 0 <= partition < partitions:
         raise ValueError(f"partition {partition} not in 0..{partitions - 1}")
-    return run_once(out_dir, lambda tmp: _find(list(map(Path, units)), partition, tmp, cfg, partitions, chunk_pairs))
+    return run_step(out_dir, lambda tmp: _find(list(map(Path, units)), partition, tmp, cfg, partitions, chunk_pairs), atomic)
 
 
 def bucket_pairs(band: np.ndarray, key: np.ndarray, exact: np.ndarray, order: np.ndarray,

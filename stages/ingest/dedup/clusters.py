@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from stages.ingest.dedup import files, keys
-from stages.ingest.dedup.atomic import run_once
+from stages.ingest.dedup.atomic import run_step
 from stages.ingest.minhash import DedupConfig
 
 Rule = Literal["greedy", "components"]
@@ -36,12 +36,12 @@ _UNDECIDED, _KEPT, _DROPPED = 0, 1, 2
 
 
 def resolve_clusters(units: Sequence[Path], pair_dirs: Sequence[Path], out_dir: Path, cfg: DedupConfig,
-                     partitions: int, *, rule: Rule = "greedy") -> dict[str, Any]:
+                     partitions: int, *, rule: Rule = "greedy", atomic: bool = True) -> dict[str, Any]:
     """`units`: step-1 folders in unit order (for the representatives' ids); `pair_dirs`: all P step-2b folders."""
     if rule not in ("greedy", "components"):
         raise ValueError(f"rule must be greedy or components, not {rule!r}")
-    return run_once(out_dir, lambda tmp: _resolve(list(map(Path, units)), list(map(Path, pair_dirs)), tmp, cfg,
-                                                  partitions, rule))
+    return run_step(out_dir, lambda tmp: _resolve(list(map(Path, units)), list(map(Path, pair_dirs)), tmp, cfg,
+                                                  partitions, rule), atomic)
 
 
 def greedy_first_kept(lo: np.ndarray, hi: np.ndarray, n: int) -> tuple[np.ndarray, int]:

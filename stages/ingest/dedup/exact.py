@@ -17,16 +17,16 @@ import numpy as np
 import pyarrow as pa
 
 from stages.ingest.dedup import files, keys
-from stages.ingest.dedup.atomic import run_once
+from stages.ingest.dedup.atomic import run_step
 from stages.ingest.minhash import DedupConfig
 
 
 def find_exact_duplicates(units: Sequence[Path], partition: int, out_dir: Path, cfg: DedupConfig,
-                          partitions: int) -> dict[str, Any]:
+                          partitions: int, *, atomic: bool = True) -> dict[str, Any]:
     """`units`: the step-1 folders of one language, in unit order (their position is the unit rank)."""
     if not 0 <= partition < partitions:
         raise ValueError(f"partition {partition} not in 0..{partitions - 1}")
-    return run_once(out_dir, lambda tmp: _find(list(map(Path, units)), partition, tmp, cfg, partitions))
+    return run_step(out_dir, lambda tmp: _find(list(map(Path, units)), partition, tmp, cfg, partitions), atomic)
 
 
 def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partitions: int) -> dict[str, Any]:

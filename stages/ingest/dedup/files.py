@@ -21,8 +21,8 @@ from stages.ingest.minhash import DedupConfig
 BANDS, EXACT_ROWS, SIGNATURES, IDS = "bands.parquet", "exact.parquet", "signatures.npy", "ids.parquet"
 # step 2, per partition; step 3, per language
 EXACT_DROPS, PAIRS, NEAR_DROPS = "exact-drops.parquet", "pairs.parquet", "near-drops.parquet"
-# step 4, per input unit
-KEPT, DUPLICATES = "kept.parquet", "duplicates.parquet"
+# step 4, per input unit: bounded parts kept-NNNNN.parquet, duplicates-NNNNN.parquet; kept bytes per domain
+KEPT_PARTS, DUPLICATE_PARTS, DOMAINS = "kept", "duplicates", "domains.parquet"
 
 INDEX = "index.json"  # step 1: where each partition's rows are; not statistics, so not in stats.json
 ROW_GROUP = 65_536  # rows per row group of sorted outputs: the granularity of range reads
@@ -65,6 +65,12 @@ def read_row_groups(path: Path, groups: Sequence[int], columns: list[str] | None
 def read_range(path: Path, column: str, first: int, last: int) -> pa.Table:
     """Rows with first <= column <= last of a file sorted by that column; row-group statistics skip the rest."""
     return pq.read_table(path, filters=[(column, ">=", first), (column, "<=", last)])
+
+
+def read_parts(folder: Path, prefix: str, schema: pa.Schema) -> pa.Table:
+    """The parts `<prefix>-NNNNN.parquet` of a folder as one table, in order (empty with `schema` if none)."""
+    paths = sorted(Path(folder).glob(f"{prefix}-*.parquet"))
+    return pa.concat_tables(pq.read_table(p) for p in paths) if paths else schema.empty_table()
 
 
 def write_sorted(path: Path, table: pa.Table) -> None:

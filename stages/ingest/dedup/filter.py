@@ -2,11 +2,13 @@
 
 Why per unit: the decisions of steps 2a (exact, per partition) and 3 (near, per language) are files sorted by
 order key, so a unit reads only its own range of each (row-group statistics skip the rest) and streams its
-kept.parquet once in batches. The outputs have the schemas finalize publishes today (DOCUMENT_SCHEMA for kept
-rows, REJECTED_SCHEMA with `reason` and `duplicate_of` for duplicates), in document order: concatenated in unit
-order they are today's data/<lang> table and the duplicate part of today's rejected/<lang> table.
+kept.parquet once in batches. The outputs are the stage's published parts (DOCUMENT_SCHEMA for kept rows,
+REJECTED_SCHEMA with `reason` and `duplicate_of` for duplicates, at most `part_rows` rows a file), in document
+order: concatenated in unit order they are the single-process dedup's data/<lang> table and the duplicate part of
+its rejected/<lang> table (reference.py). The unit also sums what the stage's record needs of its kept rows
+(bytes, characters, words; bytes per registrable domain).
 
-Output (`out_dir`): kept.parquet, duplicates.parquet, stats.json.
+Output (`out_dir`): kept-NNNNN.parquet, duplicates-NNNNN.parquet, domains.parquet (domain, bytes), stats.json.
 """
 
 from __future__ import annotations
@@ -20,19 +22,26 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from stages.ingest.dedup import files, keys
-from stages.ingest.dedup.atomic import run_once
+from stages.ingest.dedup.atomic import run_step
 from stages.ingest.minhash import DedupConfig
+from stages.ingest.parts import PartWriter
 from stages.ingest.process import EXACT_DUP, NEAR_DUP
 from stages.ingest.schema import DOCUMENT_SCHEMA, REJECTED_SCHEMA
 
+NO_DOMAIN = "(none)"  # documents without a URL or source domain, in the per-domain counts
+DOMAIN_SCHEMA = pa.schema([("domain", pa.string()), ("bytes", pa.int64())])
+
 
 def filter_unit(kept: Path, signatures_dir: Path, rank: int, exact_dirs: Sequence[Path], near_dir: Path | None,
-                out_dir: Path, cfg: DedupConfig, partitions: int, *, batch_rows: int = 16_384) -> dict[str, Any]:
+                out_dir: Path, cfg: DedupConfig, partitions: int, *, batch_rows: int = 16_384,
+                part_rows: int = 2**62, keep_duplicates: bool = True, atomic: bool = True) -> dict[str, Any]:
     """`kept`: the unit's kept.parquet (as given to step 1); `signatures_dir`: its step-1 folder; `rank`: its
     position in the language's units; `exact_dirs`: all P step-2a folders (ignored with exact off);
-    `near_dir`: the language's step-3 folder (None with near off)."""
-    return run_once(out_dir, lambda tmp: _filter(Path(kept), Path(signatures_dir), rank, list(map(Path, exact_dirs)),
-                                                 near_dir and Path(near_dir), tmp, cfg, partitions, batch_rows))
+    `near_dir`: the language's step-3 folder (None with near off); `keep_duplicates`: write the duplicates' rows
+    (they are counted either way)."""
+    return run_step(out_dir, lambda tmp: _filter(Path(kept), Path(signatures_dir), rank, list(map(Path, exact_dirs)),
+                                                 near_dir and Path(near_dir), tmp, cfg, partitions, batch_rows,
+                                                 part_rows, keep_duplicates), atomic)
 
 
 def unit_drops(rank: int, exact_dirs: list[Path], near_dir: Path | None, cfg: DedupConfig,
@@ -69,7 +78,9 @@ def unit_drops(rank: int, exact_dirs: list[Path], near_dir: Path | None, cfg: De
 
 
 def _filter(kept: Path, signatures_dir: Path, rank: int, exact_dirs: list[Path], near_dir: Path | None, tmp: Path,
-            cfg: DedupConfig, partitions: int, batch_rows: int) -> dict[str, Any]:
+            cfg: DedupConfig, partitions: int, batch_rows: int, part_rows: int, keep_duplicates: bool) -> dict[str, Any]:
+    import pyarrow.compute as pc
+
     settings = files.settings_record(cfg, partitions)
     files.read_finished(signatures_dir, "step-1 folder", settings)
     step1 = files.read_index(signatures_dir)
@@ -77,9 +88,10 @@ def _filter(kept: Path, signatures_dir: Path, rank: int, exact_dirs: list[Path],
     reason_names = pa.array([EXACT_DUP, NEAR_DUP], pa.string())
     digest = hashlib.sha256()
     start = 0
-    kept_writer = pq.ParquetWriter(tmp / files.KEPT, DOCUMENT_SCHEMA, compression="zstd")
-    dup_writer = pq.ParquetWriter(tmp / files.DUPLICATES, REJECTED_SCHEMA, compression="zstd")
-    n_kept = 0
+    kept_out = PartWriter(tmp, files.KEPT_PARTS, DOCUMENT_SCHEMA, part_rows)
+    dup_out = PartWriter(tmp, files.DUPLICATE_PARTS, REJECTED_SCHEMA, part_rows, enabled=keep_duplicates)
+    sums = {"kept": 0, "kept_bytes": 0, "kept_chars": 0, "kept_words": 0}
+    domains: dict[str, int] = {}
     for batch in pq.ParquetFile(kept).iter_batches(batch_size=batch_rows):
         m = batch.num_rows
         for value in batch.column("id").to_pylist():
@@ -90,18 +102,26 @@ def _filter(kept: Path, signatures_dir: Path, rank: int, exact_dirs: list[Path],
         table = pa.Table.from_batches([batch])
         keep = table.filter(pa.array(~is_dup)).select(DOCUMENT_SCHEMA.names).cast(DOCUMENT_SCHEMA)
         if keep.num_rows:
-            kept_writer.write_table(keep)
-            n_kept += keep.num_rows
-        if hi > lo:
+            kept_out.write(keep)
+            sums["kept"] += keep.num_rows
+            for name in ("bytes", "chars", "words"):
+                sums[f"kept_{name}"] += int(pc.sum(keep.column(f"n_{name}")).as_py() or 0)
+            domain = pc.if_else(pc.equal(pc.fill_null(keep.column("domain"), ""), ""), NO_DOMAIN, keep.column("domain"))
+            grouped = pa.table({"domain": domain, "n_bytes": keep.column("n_bytes")}).group_by("domain").aggregate([("n_bytes", "sum")])
+            for d, b in zip(grouped.column("domain").to_pylist(), grouped.column("n_bytes_sum").to_pylist()):
+                domains[d] = domains.get(d, 0) + b
+        if hi > lo and keep_duplicates:
             dups = table.take(pa.array(drop_ord[lo:hi] - start)).select(DOCUMENT_SCHEMA.names)
             dups = dups.append_column("reason", reason_names.take(pa.array(drop_reason[lo:hi])))
             dups = dups.append_column("duplicate_of", drop_rep.slice(lo, hi - lo))
-            dup_writer.write_table(dups.cast(REJECTED_SCHEMA))
+            dup_out.write(dups.cast(REJECTED_SCHEMA))
         start += m
-    kept_writer.close()
-    dup_writer.close()
+    parts, dup_parts = kept_out.close(), dup_out.close()
     if start != step1["docs"] or digest.hexdigest() != step1["ids_sha256"]:
         raise ValueError(f"{kept} is not the file step 1 read into {signatures_dir} (other rows or order): "
                          "rerun step 1 on it")
-    return {"settings": settings, "docs": start, "kept": n_kept, EXACT_DUP: int((drop_reason == 0).sum()),
-            NEAR_DUP: int((drop_reason == 1).sum())}
+    names = sorted(domains)
+    pq.write_table(pa.table({"domain": names, "bytes": [domains[d] for d in names]}, schema=DOMAIN_SCHEMA),
+                   tmp / files.DOMAINS)
+    return {"settings": settings, "docs": start, **sums, EXACT_DUP: int((drop_reason == 0).sum()),
+            NEAR_DUP: int((drop_reason == 1).sum()), "parts": parts, "duplicate_parts": dup_parts}

@@ -25,19 +25,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from stages.ingest.dedup import files, keys
-from stages.ingest.dedup.atomic import run_once
+from stages.ingest.dedup.atomic import run_step
 from stages.ingest.minhash import DedupConfig
 
 
 def write_signatures(kept: Path, out_dir: Path, cfg: DedupConfig, partitions: int, *,
-                     batch_rows: int = 16_384, buffer_rows: int = 1_000_000) -> dict[str, Any]:
+                     batch_rows: int = 16_384, buffer_rows: int = 1_000_000, atomic: bool = True) -> dict[str, Any]:
     """Write the dedup keys of `kept` (a Parquet with id, signature, exact_key in document order) to `out_dir`.
 
     Returns (and records) the statistics: docs, empty_docs (sentinel signatures: exact rows only), band_rows.
     """
     if partitions < 1:
         raise ValueError("partitions must be >= 1")
-    return run_once(out_dir, lambda tmp: _write(Path(kept), tmp, cfg, partitions, batch_rows, buffer_rows))
+    return run_step(out_dir, lambda tmp: _write(Path(kept), tmp, cfg, partitions, batch_rows, buffer_rows), atomic)
 
 
 class _PartitionedWriter:

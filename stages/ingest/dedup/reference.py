@@ -1,0 +1,47 @@
+"""The single-process dedup the steps replace, kept as the reference they are proven against.
+
+Why keep it: it is the rule in its plainest form (one language's kept rows in unit order; exact duplicates by a
+dict of first occurrences; then `minhash.find_duplicates`, the greedy LSH index, over the survivors), which is
+what the ingest stage's finalize did before the dedup became steps. Tests and bench/dedup_equivalence.py compare
+the steps' output with it row for row; the stage never calls it (it holds a whole language in memory).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from stages.ingest.minhash import DedupConfig, find_duplicates
+from stages.ingest.process import EXACT_DUP, NEAR_DUP
+from stages.ingest.schema import DOCUMENT_SCHEMA, REJECTED_SCHEMA
+
+
+def dedup_in_memory(kept: pa.Table, cfg: DedupConfig) -> tuple[pa.Table, pa.Table]:
+    """`kept`: a language's kept rows with `exact_key` and `signature`, concatenated in unit order. Returns (the
+    rows that stay, DOCUMENT_SCHEMA; the duplicates with reason and duplicate_of, REJECTED_SCHEMA), both in order."""
+    n = kept.num_rows
+    dup_of = np.full(n, -1, dtype=np.int64)
+    reason = np.array([None] * n, dtype=object)
+    if n and cfg.exact:
+        first: dict[str, int] = {}
+        for i, key in enumerate(kept.column("exact_key").to_pylist()):
+            j = first.setdefault(key, i)
+            if j != i:
+                dup_of[i], reason[i] = j, EXACT_DUP
+    if n and cfg.near:
+        alive = np.flatnonzero(dup_of < 0)
+        sigs = np.stack([np.frombuffer(b, dtype=np.uint32)
+                         for b in kept.column("signature").take(pa.array(alive)).to_pylist()])
+        near = find_duplicates(sigs, cfg)
+        for k in np.flatnonzero(near >= 0):
+            dup_of[alive[k]], reason[alive[k]] = alive[near[k]], NEAR_DUP
+    is_dup = dup_of >= 0
+    if not n:
+        return DOCUMENT_SCHEMA.empty_table(), REJECTED_SCHEMA.empty_table()
+    final = kept.filter(pa.array(~is_dup)).select(DOCUMENT_SCHEMA.names).cast(DOCUMENT_SCHEMA)
+    idx = np.flatnonzero(is_dup)
+    ids = kept.column("id").to_pylist()
+    dups = kept.take(pa.array(idx, pa.int64())).select(DOCUMENT_SCHEMA.names)
+    dups = dups.append_column("reason", pa.array(reason[idx].tolist(), pa.string()))
+    dups = dups.append_column("duplicate_of", pa.array([ids[j] for j in dup_of[idx]], pa.string()))
+    return final, dups.cast(REJECTED_SCHEMA)

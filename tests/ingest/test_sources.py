@@ -1,0 +1,124 @@
+"""Pieces of input files (stages/ingest/sources.py): however a file is cut, its pieces yield each document and
+each problem exactly once, with the line / row number a reader of the whole file gives it."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from stages.ingest.config import SourceConfig
+from stages.ingest.sources import InputFile, Piece, RawDoc, list_files, read_piece, split_files
+from stages.ingest.stage import _pack
+
+
+def source(kind: str, path: str, **kw) -> SourceConfig:
+    return SourceConfig(name="s", kind=kind, path=path, licence="x", collected="2025-01", **kw)
+
+
+def read_all(src: SourceConfig, pieces: list[Piece]) -> list[tuple]:
+    out = []
+    for p in pieces:
+        for item in read_piece(src, "de", p):
+            out.append(("doc", item.index, item.text) if isinstance(item, RawDoc) else ("problem", item.line, item.reason))
+    return out
+
+
+def cuts(size: int) -> list[int]:
+    """max_unit_bytes values from one piece to pieces far smaller than a line."""
+    return [size + 1, size // 2 + 1, size // 3, size // 7, 97, 13, 5, 1]
+
+
+def test_jsonl_pieces_split_at_line_starts(tmp_path):
+    rng = random.Random(0)
+    lines = []
+    for i in range(60):
+        if i % 17 == 5:
+            lines.append(b"")  # blank lines are skipped, but counted
+        elif i % 19 == 7:
+            lines.append(b'{"text": "broken')
+        elif i % 23 == 11:
+            lines.append(b'{"text": "bad \xff byte"}')
+        else:
+            text = " ".join(rng.choice(["Wort", "Satz", "ä", "über", "x" * rng.randrange(1, 40)]) for _ in range(rng.randrange(1, 30)))
+            lines.append(json.dumps({"text": text, "url": f"https://e.de/{i}"}, ensure_ascii=False).encode())
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b"\n".join(lines))  # no newline at the end
+    src = source("jsonl", str(path))
+    files, _ = list_files(src, "de")
+    whole = read_all(src, split_files(files, 10**9))
+    assert sum(k == "doc" for k, *_ in whole) > 40 and {r for k, _, r in whole if k == "problem"} == {"malformed_json", "invalid_utf8"}
+    for max_bytes in cuts(files[0].size):
+        assert read_all(src, split_files(files, max_bytes)) == whole, max_bytes
+
+
+def whole_file_reference(data: bytes, unit: str) -> list[tuple]:
+    """The reader of whole files the pieces replaced (one split of the file's bytes)."""
+    lines = data.split(b"\n")
+    if unit == "line":
+        return [("doc", n, raw.decode()) for n, raw in enumerate(lines, start=1) if raw.strip()]
+    out, start, buf = [], 1, []
+    for n, raw in enumerate(lines + [b""], start=1):
+        if raw.strip():
+            start = start if buf else n
+            buf.append(raw)
+        elif buf:
+            out.append(("doc", start, b"\n".join(buf).decode()))
+            buf = []
+    return out
+
+
+@pytest.mark.parametrize("unit", ["line", "paragraph"])
+def test_text_pieces_split_at_line_and_paragraph_starts(tmp_path, unit):
+    rng = random.Random(1)
+    chunks = []
+    for i in range(40):
+        para = "\n".join(" ".join(rng.choice(["ein", "Absatz", "é", "Zeile"]) for _ in range(rng.randrange(1, 12)))
+                         for _ in range(rng.randrange(1, 5)))
+        chunks.append(para + rng.choice(["\n\n", "\n \n", "\n\t\n\n", "\r\n\r\n"]))
+    path = tmp_path / "t.txt"
+    path.write_text("\n\n" + "".join(chunks), encoding="utf-8")
+    src = source("text", str(path), text_unit=unit)
+    files, _ = list_files(src, "de")
+    whole = read_all(src, split_files(files, 10**9))
+    assert whole == whole_file_reference(path.read_bytes(), unit) and len(whole) >= 40
+    for max_bytes in cuts(files[0].size):
+        assert read_all(src, split_files(files, max_bytes)) == whole, max_bytes
+
+
+def test_parquet_pieces_split_by_row_groups(tmp_path):
+    path = tmp_path / "p.parquet"
+    pq.write_table(pa.table({"text": [f"doc {i}" for i in range(50)]}), path, row_group_size=6)
+    src = source("parquet", str(path))
+    files, _ = list_files(src, "de")
+    whole = read_all(src, split_files(files, 10**9))
+    assert [i for _, i, _ in whole] == list(range(1, 51))
+    for max_bytes in cuts(files[0].size):
+        assert read_all(src, split_files(files, max_bytes)) == whole, max_bytes
+    (tmp_path / "bad.parquet").write_bytes(path.read_bytes()[:200])  # a damaged file is reported once, by piece 0
+    bad = source("parquet", str(tmp_path / "bad.parquet"))
+    assert read_all(bad, split_files(list_files(bad, "de")[0], 50)) == [("problem", None, "unreadable_parquet")]
+
+
+def test_compressed_and_one_document_files_are_never_split(tmp_path):
+    with gzip.open(tmp_path / "a.jsonl.gz", "wt", encoding="utf-8") as f:
+        f.write("".join(json.dumps({"text": f"doc {i}"}) + "\n" for i in range(30)))
+    gz = source("jsonl", str(tmp_path / "*.jsonl.gz"))
+    (pieces,) = [split_files(list_files(gz, "de")[0], 10)]
+    assert len(pieces) == 1 and [i for _, i, _ in read_all(gz, pieces)] == list(range(1, 31))
+    (tmp_path / "one.txt").write_text("a whole file\nis one document\n" * 50)
+    doc = source("text", str(tmp_path / "one.txt"), text_unit="file")
+    assert len(split_files(list_files(doc, "de")[0], 10)) == 1
+
+
+def test_units_pack_small_files_and_split_large_ones():
+    files = [InputFile(f"f{i}", f"f{i}", size, "jsonl") for i, size in enumerate([10, 10, 10, 95, 10, 10])]
+    units = _pack(split_files(files, 40), 40, 2)
+    assert [[(p.ref, p.part) for p in u] for u in units] == [
+        [("f0", 0), ("f1", 0)], [("f2", 0)], [("f3", 0)], [("f3", 1)], [("f3", 2)], [("f4", 0), ("f5", 0)]]
+    assert all(sum(p.bytes for p in u) <= 40 for u in units)
+    assert sum(p.bytes for u in units for p in u) == 145
