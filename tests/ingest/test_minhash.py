@@ -167,3 +167,31 @@ def test_config_validation():
         DedupConfig(threshold=0)
     with pytest.raises(ValueError):
         DedupConfig(shingle=5)
+
+
+WORD_EDGE_CASES = [
+    "", " \n\t ", "a", "İstanbul ΣΊΣΥΦΟΣ ß ǅ ﬁ", "snake_case __ _", "l'homme il-kelb 1,5 e.g.",
+    "² ③ ٣٤ 𝐀𝐁 😀 𐍈𐍈 \u0915\u093f", "a\u00a0b\u2003c", "\ud800 lone \udfff surrogates", "x" * 3000,
+]
+
+
+@pytest.mark.skipif(not minhash.WORD_HASHES_COMPILED, reason="the C extension was not built (no C compiler)")
+def test_compiled_word_hashes_match_the_definition(udhr_dir):
+    """_wordhash.c against `_word_hashes_reference` on the UDHR in its 500+ languages (many scripts)."""
+    from tests.ingest.test_wordstats import udhr_texts
+
+    texts = WORD_EDGE_CASES + udhr_texts(udhr_dir)
+    for i in range(0, len(texts), 97):
+        batch = texts[i : i + 97]
+        got, ref = minhash._word_hashes_compiled(batch), minhash._word_hashes_reference(batch)
+        assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1]), batch[0][:80]
+
+
+def test_word_hashes_compiled_where_a_compiler_exists():
+    import shutil
+    import sysconfig
+
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        pytest.skip(f"no C compiler ({compiler}) on this machine")
+    assert minhash.WORD_HASHES_COMPILED, "stages/ingest/_wordhash.c did not build: run `pip install -e .` and read its errors"
