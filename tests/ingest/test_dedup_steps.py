@@ -361,7 +361,11 @@ KILLER = textwrap.dedent("""
         count[0] += 1
         return real(self, *a, **k)
     pq.ParquetWriter.write_table = dying
-    from stages.ingest.dedup import *
+    from stages.ingest.dedup.buckets import find_candidate_pairs
+    from stages.ingest.dedup.clusters import resolve_clusters
+    from stages.ingest.dedup.exact import find_exact_duplicates
+    from stages.ingest.dedup.filter import filter_unit
+    from stages.ingest.dedup.signatures import write_signatures
     cfg, P = DedupConfig(), args["partitions"]
     where = local.layout(args["work"], len(args["kept"]), P)
     if step == "signatures":

@@ -66,7 +66,7 @@ def test_preset_config_loads_with_the_europa_layout(preset_config):
     c = preset_config
     assert c.run.name == "europa-1t" and c.orchestration.task_runner == "processes"
     fw2, en = c.section("ingest").sources
-    assert (fw2.kind, fw2.repo, fw2.hf_config) == ("huggingface", "HuggingFaceFW/fineweb-2", "{flores}")
+    assert (fw2.kind, fw2.repo, fw2.hf_config) == ("huggingface", "HuggingFaceFW/fineweb-2", "{fineweb2}")
     assert set(fw2.languages) == set(EU_LANGUAGE_CODES) - {"en"}
     assert (en.kind, en.repo, en.languages) == ("huggingface", "HuggingFaceFW/fineweb", ["en"])
     assert c.section("tokenizer").vocab_size == 262_144
@@ -80,10 +80,12 @@ def test_preset_config_loads_with_the_europa_layout(preset_config):
 
 
 def test_fineweb2_configs_are_per_language():
+    """The preset names each language's FineWeb-2 config: Estonian is ekk_Latn there (est_Latn in FLORES)."""
     from pipeline.languages import expand_template
 
-    assert expand_template("{flores}", "bg") == "bul_Cyrl"
-    assert expand_template("{flores}", "lv") == "lvs_Latn"
+    assert expand_template("{fineweb2}", "et") == "ekk_Latn" and expand_template("{flores}", "et") == "est_Latn"
+    assert expand_template("{fineweb2}", "bg") == "bul_Cyrl"
+    assert expand_template("{fineweb2}", "lv") == "lvs_Latn"
 
 
 def test_rendered_script_starts_torchrun_on_every_node(rendered, tmp_path):
