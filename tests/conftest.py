@@ -61,6 +61,40 @@ def udhr_source(udhr_dir: Path, extra: str = "") -> str:
     """)
 
 
+def duplicates_source(folder: Path, udhr_dir: Path, langs: tuple[str, ...] = ("de", "mt")) -> str:
+    """A JSONL source with duplicates across units: per language three files of UDHR articles, the later two with
+    an exact copy (other case and spacing) and a near copy (one word changed) of articles of the first, and
+    `max_unit_bytes` so small that every file is cut into several units. Next to the UDHR source its articles
+    are also exact duplicates across sources. The runners must all agree on it."""
+    import json
+
+    from stages.ingest.config import SourceConfig
+    from stages.ingest.sources import RawDoc, list_inputs, read_input
+
+    udhr = SourceConfig(name="u", kind="udhr", path=str(udhr_dir), licence="x", collected="2024-05")
+    for lang in langs:
+        docs = [d.text for d in read_input(udhr, lang, list_inputs(udhr, lang)[0]) if isinstance(d, RawDoc)]
+        docs = [t for t in docs if len(t.split()) >= 40]
+        near = docs[3].split()
+        near[7] = near[7][::-1]
+        files = [docs[0:6], [docs[6], "  " + docs[1].upper() + " ", docs[7]], [" ".join(near), docs[8], docs[9]]]
+        (folder / lang).mkdir(parents=True, exist_ok=True)
+        for i, texts in enumerate(files):
+            (folder / lang / f"{i}.jsonl").write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts),
+                                                       encoding="utf-8")
+    return textwrap.dedent(f"""
+    [[ingest.sources]]
+    name = "dups"
+    kind = "jsonl"
+    path = "{folder}/{{lang}}/*.jsonl"
+    languages = {json.dumps(list(langs))}
+    licence = "CC-BY-4.0"
+    collected = "2025-01"
+    [ingest]
+    max_unit_bytes = 2500
+    """)
+
+
 @pytest.fixture(scope="session")
 def prefect_harness(tmp_path_factory):
     """One temporary Prefect database for the whole session (migrating one costs ~10 s)."""

@@ -1,5 +1,6 @@
 """The Dask task runner (prefect-dask) gives the same outputs as the local engine: ingest -> tokenizer -> shards
-on a few UDHR languages, compared by each manifest's output digest. Once on the local Dask cluster the flow
+on a few UDHR languages plus a source with duplicates across units (every dedup step has several units),
+compared by each manifest's output digest. Once on the local Dask cluster the flow
 starts itself (2 worker processes), once on workers started by `python -m flows.dask_slurm` (dask-jobqueue)
 through a stand-in `sbatch` that runs the job script on this machine."""
 
@@ -18,7 +19,7 @@ import pytest
 from pipeline import progress
 from pipeline.cli import main
 from pipeline.config import REPO_ROOT, ConfigError, load_config
-from tests.conftest import udhr_source, write_config
+from tests.conftest import duplicates_source, udhr_source, write_config
 
 LANGS = '["de", "mt", "el", "hr"]'
 SMALL = "[tokenizer]\nvocab_size = 1200\nreserved_tokens = 0\n[shards]\nval_fraction = 0.1\n"
@@ -29,9 +30,13 @@ def _digests(run: Path) -> dict[str, str]:
     return {s: json.loads((run / s / "manifest.json").read_text())["output_digest"] for s in STAGES}
 
 
+def _body(folder: Path, udhr_dir: Path) -> str:
+    return udhr_source(udhr_dir) + SMALL + duplicates_source(folder / "dups", udhr_dir)
+
+
 def _config(folder: Path, udhr_dir: Path, orchestration: str) -> Path:
     folder.mkdir()
-    cfg = write_config(folder, udhr_source(udhr_dir) + SMALL, engine="prefect", languages=LANGS)
+    cfg = write_config(folder, _body(folder, udhr_dir), engine="prefect", languages=LANGS)
     cfg.write_text(cfg.read_text().replace('engine = "prefect"', 'engine = "prefect"\n' + orchestration))
     return cfg
 
@@ -48,7 +53,7 @@ def notes(monkeypatch) -> list[str]:
 def local_digests(tmp_path_factory, udhr_dir) -> dict[str, str]:
     """The reference: the same stages with the local engine (no Prefect, no Dask)."""
     tmp = tmp_path_factory.mktemp("local")
-    cfg = write_config(tmp, udhr_source(udhr_dir) + SMALL, engine="local", languages=LANGS)
+    cfg = write_config(tmp, _body(tmp, udhr_dir), engine="local", languages=LANGS)
     assert main(["run", "--config", str(cfg), "--run-dir", str(tmp / "run"), "--to", "shards"]) == 0
     return _digests(tmp / "run")
 
@@ -61,6 +66,9 @@ def test_local_dask_cluster_gives_the_local_engines_outputs(prefect_harness, loc
     assert _digests(tmp_path / "run") == local_digests  # the runner changes how, never what
     ingest = json.loads((tmp_path / "run" / "ingest" / "manifest.json").read_text())
     assert set(ingest["statistics"]["per_language"]) == {"de", "mt", "el", "hr"}
+    for lang in ("de", "mt"):  # copies in other units (and in the other source) were found
+        removed = ingest["statistics"]["per_language"][lang]["removed"]
+        assert removed.get("exact_duplicate", 0) >= 2 and removed.get("near_duplicate") == 1, removed
 
 
 FAKE_SBATCH = """\

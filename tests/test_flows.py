@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli import main
-from tests.conftest import udhr_source, write_config
+from tests.conftest import duplicates_source, udhr_source, write_config
 
 pytestmark = pytest.mark.slow
 LANGS = '["de", "mt", "el", "hr"]'
@@ -23,7 +23,8 @@ LANGS = '["de", "mt", "el", "hr"]'
 
 def _config(tmp_path: Path, udhr_dir: Path, runner: str) -> Path:
     small = "[tokenizer]\nvocab_size = 1200\nreserved_tokens = 0\n[shards]\nval_fraction = 0.1\n"
-    cfg = write_config(tmp_path, udhr_source(udhr_dir) + small, engine="prefect", languages=LANGS)
+    body = udhr_source(udhr_dir) + small + duplicates_source(tmp_path / "dups", udhr_dir)  # dedup across units
+    cfg = write_config(tmp_path, body, engine="prefect", languages=LANGS)
     cfg.write_text(cfg.read_text().replace('engine = "prefect"', f'engine = "prefect"\ntask_runner = "{runner}"'))
     return cfg
 
