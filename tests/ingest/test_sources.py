@@ -122,3 +122,35 @@ def test_units_pack_small_files_and_split_large_ones():
         [("f0", 0), ("f1", 0)], [("f2", 0)], [("f3", 0)], [("f3", 1)], [("f3", 2)], [("f4", 0), ("f5", 0)]]
     assert all(sum(p.bytes for p in u) <= 40 for u in units)
     assert sum(p.bytes for u in units for p in u) == 145
+
+
+def test_a_documents_unit_streams_in_bounded_batches(tmp_path, monkeypatch):
+    """The unit's peak memory is its batch, not its size: 4x the documents, about the same peak."""
+    import tracemalloc
+
+    from stages.ingest import process
+    from stages.ingest.config import IngestConfig
+
+    from stages.ingest import minhash
+
+    monkeypatch.setattr(process, "BATCH_DOCS", 200)  # with 10**6 (everything in one batch) the peak grows 7x
+    monkeypatch.setattr(minhash, "_CHUNK_ELEMENTS", 1 << 16)  # the signature's fixed scratch space, made small
+    rng = random.Random(3)
+    words = "der die das und ist nicht ein eine zu mit auf für von dem den sich des im".split() + [f"w{i}" for i in range(3000)]
+    settings = IngestConfig.model_validate({"langid": {"min_score": 0.0, "reject_mismatch": False}, "quality": {"min_words": 5}})
+    peaks = {}
+    for n in (100, 500, 4000):  # the first run loads the chain's tables (language ID, suffix list): not counted
+        path = tmp_path / f"{n}.jsonl"
+        path.write_text("".join(json.dumps({"text": " ".join(rng.choices(words, k=80)) + "."}) + "\n" for _ in range(n)))
+        src = source("jsonl", str(path))
+        out = tmp_path / f"out{n}"
+        out.mkdir()
+        if n > 100:
+            tracemalloc.start()
+        try:
+            stats, _ = process.process_unit(settings, src, "de", split_files(list_files(src, "de")[0], 10**9), out)
+            peaks[n] = tracemalloc.get_traced_memory()[1] if n > 100 else 0
+        finally:
+            tracemalloc.stop()
+        assert stats.docs_in == n and pq.ParquetFile(out / "kept.parquet").metadata.num_rows == stats.kept > 0.8 * n
+    assert peaks[4000] < 1.5 * peaks[500], peaks
