@@ -381,7 +381,7 @@ KILLER = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("step, n_writes", [("signatures", 1), ("exact", 0), ("pairs", 0), ("clusters", 0), ("filter", 1)])
+@pytest.mark.parametrize("step, n_writes", [("signatures", 0), ("exact", 0), ("pairs", 0), ("clusters", 0), ("filter", 1)])
 def test_killed_step_leaves_nothing_and_rerun_is_identical(planted, tmp_path, step, n_writes):
     ctx, kept, _, _ = planted
     cfg, P = ctx.settings.dedup, 2

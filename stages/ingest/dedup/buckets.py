@@ -119,12 +119,11 @@ def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partit
         files.read_finished(unit, "step-1 folder", settings)
         if not cfg.near:
             continue
-        t = files.read_row_groups(unit / files.BANDS, files.read_index(unit)["row_groups"]["bands"][partition])
-        cols["band"].append(t.column("band").to_numpy())
-        cols["key"].append(t.column("key").to_numpy())
-        cols["exact"].append(t.column("exact").to_numpy())
-        cols["order"].append(keys.order_keys(rank, t.column("ordinal").to_numpy()))
-        del t
+        rec = files.read_partition(unit, files.BANDS, files.BAND_COUNTS, files.BAND_RECORD, partition)
+        for name in ("band", "key", "exact"):
+            cols[name].append(np.ascontiguousarray(rec[name]))
+        cols["order"].append(keys.order_keys(rank, rec["ordinal"]))
+        del rec
     dtypes = {"band": np.uint16, "key": np.uint64, "exact": np.uint64, "order": np.uint64}
     band, key, exact, order = (np.concatenate(v) if v else np.empty(0, dtypes[k]) for k, v in cols.items())
     del cols

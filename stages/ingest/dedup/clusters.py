@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stages.ingest.dedup import files, keys
+from stages.ingest.dedup import files
 from stages.ingest.dedup.atomic import run_step
 from stages.ingest.minhash import DedupConfig
 
@@ -96,36 +96,6 @@ def connected_components(lo: np.ndarray, hi: np.ndarray, n: int) -> np.ndarray:
         label = new
 
 
-def lookup_ids(unit: Path, index: dict[str, Any], ordinals: np.ndarray) -> pa.Array:
-    """Ids of some documents of one unit, reading only the row groups of ids.parquet that hold them."""
-    firsts = np.asarray(index["ids_groups"], dtype=np.int64)
-    group = np.searchsorted(firsts, ordinals, side="right") - 1
-    needed = np.unique(group)
-    table = pq.ParquetFile(unit / files.IDS).read_row_groups(needed.tolist(), columns=["id"])
-    sizes = np.diff(np.append(firsts, index["docs"]))[needed]
-    base = np.cumsum(sizes) - sizes  # where each needed group starts in `table`
-    pos = base[np.searchsorted(needed, group)] + (ordinals - firsts[group])
-    return table.column("id").take(pa.array(pos)).combine_chunks()
-
-
-def resolve_ids(units: list[Path], docs: np.ndarray) -> pa.Array:
-    """Ids of documents given by order key (any order), one unit at a time."""
-    if not len(docs):
-        return pa.array([], pa.string())
-    order = np.argsort(docs, kind="stable")
-    sorted_docs = docs[order]
-    ranks = keys.unit_rank(sorted_docs)
-    parts = []
-    bounds = np.flatnonzero(np.diff(ranks)) + 1
-    for lo, hi in zip(np.concatenate(([0], bounds)), np.concatenate((bounds, [len(docs)]))):
-        r = int(ranks[lo])
-        parts.append(lookup_ids(units[r], files.read_index(units[r]), keys.ordinal(sorted_docs[lo:hi])))
-    ids = pa.concat_arrays(parts)
-    inverse = np.empty_like(order)
-    inverse[order] = np.arange(len(order))
-    return ids.take(pa.array(inverse))
-
-
 def _read_pairs(pair_dirs: list[Path], settings: dict[str, Any], partitions: int) -> tuple[np.ndarray, np.ndarray]:
     seen = []
     a_parts, b_parts = [], []
@@ -167,7 +137,7 @@ def _resolve(units: list[Path], pair_dirs: list[Path], tmp: Path, cfg: DedupConf
 
     dropped = np.flatnonzero(dup_of >= 0)
     doc, rep = nodes[dropped], nodes[dup_of[dropped]]
-    table = pa.table({"doc": doc, "rep": rep, "rep_id": resolve_ids(units, rep)}, schema=files.DROP_SCHEMA)
+    table = pa.table({"doc": doc, "rep": rep, "rep_id": files.resolve_ids(units, rep)}, schema=files.DROP_SCHEMA)
     files.write_sorted(tmp / files.NEAR_DROPS, table)
     return {
         "settings": settings, "rule": rule, "pairs_read": int(n_pairs_read), "pairs": int(len(a)), "docs_in_pairs": n,

@@ -1,9 +1,10 @@
 """Step 2a, per partition: exact duplicates among the exact rows of one partition, from all units of a language.
 
 Why a partition is enough: identical texts have identical 128-bit exact keys and so the same partition; within
-it, rows sorted by (key, order key) put each group's first occurrence first. That document is the one today's
-finalize keeps (its dict remembers the first index per key); every other member is dropped with it as
-`duplicate_of`, also when that first occurrence is itself dropped later as a near duplicate, as today.
+it, rows sorted by (key, order key) put each group's first occurrence first. That document is the one the
+single-process dedup keeps (its dict remembers the first index per key); every other member is dropped with it
+as `duplicate_of`, also when that first occurrence is itself dropped later as a near duplicate. The
+representatives' ids are looked up in their units' ids.parquet (only the row groups that hold them).
 
 Output (`out_dir`): exact-drops.parquet (doc, rep, rep_id), sorted by doc order key, and stats.json.
 """
@@ -31,19 +32,20 @@ def find_exact_duplicates(units: Sequence[Path], partition: int, out_dir: Path, 
 
 def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partitions: int) -> dict[str, Any]:
     settings = files.settings_record(cfg, partitions)
-    his, los, orders, ids = [], [], [], []
+    his, los, orders = [], [], []
     for rank, unit in enumerate(units):
         files.read_finished(unit, "step-1 folder", settings)
         if not cfg.exact:
             continue
-        t = files.read_row_groups(unit / files.EXACT_ROWS, files.read_index(unit)["row_groups"]["exact"][partition])
-        his.append(t.column("hi").to_numpy())
-        los.append(t.column("lo").to_numpy())
-        orders.append(keys.order_keys(rank, t.column("ordinal").to_numpy()))
-        ids.append(t.column("id"))
+        rec = files.read_partition(unit, files.EXACT_ROWS, files.EXACT_COUNTS, files.EXACT_RECORD, partition)
+        his.append(rec["hi"])
+        los.append(rec["lo"])
+        orders.append(keys.order_keys(rank, rec["ordinal"]))
+        del rec
     hi = np.concatenate(his) if his else np.empty(0, np.uint64)
     lo = np.concatenate(los) if los else np.empty(0, np.uint64)
     order = np.concatenate(orders) if orders else np.empty(0, np.uint64)
+    del his, los, orders
 
     idx = np.lexsort((order, lo, hi))
     hi, lo = hi[idx], lo[idx]
@@ -52,11 +54,10 @@ def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partit
     group_start = np.maximum.accumulate(np.where(first, np.arange(len(idx)), 0))
     dropped = np.flatnonzero(~first)
     doc = order[idx[dropped]]
-    rep_pos = idx[group_start[dropped]]
+    rep = order[idx[group_start[dropped]]]
     by_doc = np.argsort(doc, kind="stable")
-    all_ids = pa.chunked_array([c for chunked in ids for c in chunked.chunks], pa.string())
-    table = pa.table({"doc": doc[by_doc], "rep": order[rep_pos[by_doc]],
-                      "rep_id": all_ids.take(pa.array(rep_pos[by_doc]))}, schema=files.DROP_SCHEMA)
+    doc, rep = doc[by_doc], rep[by_doc]
+    table = pa.table({"doc": doc, "rep": rep, "rep_id": files.resolve_ids(units, rep)}, schema=files.DROP_SCHEMA)
     files.write_sorted(tmp / files.EXACT_DROPS, table)
     n_groups = int(first.sum())
     return {"settings": settings, "partition": partition, "rows_read": int(len(idx)), "distinct": n_groups,

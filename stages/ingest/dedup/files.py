@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from stages.ingest.dedup import keys
 from stages.ingest.dedup.atomic import STATS, finished
 from stages.ingest.minhash import DedupConfig
 
-# step 1, per input unit
-BANDS, EXACT_ROWS, SIGNATURES, IDS = "bands.parquet", "exact.parquet", "signatures.npy", "ids.parquet"
+# step 1, per input unit: fixed-width records grouped by partition (*.bin, and how many rows of each partition
+# each flush wrote: *-counts.npy, shape (flushes, partitions)), the signatures, the ids
+BANDS, EXACT_ROWS, SIGNATURES, IDS = "bands.bin", "exact.bin", "signatures.npy", "ids.parquet"
+BAND_COUNTS, EXACT_COUNTS = "bands-counts.npy", "exact-counts.npy"
 # step 2, per partition; step 3, per language
 EXACT_DROPS, PAIRS, NEAR_DROPS = "exact-drops.parquet", "pairs.parquet", "near-drops.parquet"
 # step 4, per input unit: bounded parts kept-NNNNN.parquet, duplicates-NNNNN.parquet; kept bytes per domain
@@ -28,8 +32,11 @@ INDEX = "index.json"  # step 1: where each partition's rows are; not statistics,
 ROW_GROUP = 65_536  # rows per row group of sorted outputs: the granularity of range reads
 IDS_GROUP = 65_536  # documents per row group of ids.parquet: step 3 reads only the groups it needs
 
-BAND_SCHEMA = pa.schema([("band", pa.uint16()), ("key", pa.uint64()), ("exact", pa.uint64()), ("ordinal", pa.uint32())])
-EXACT_SCHEMA = pa.schema([("hi", pa.uint64()), ("lo", pa.uint64()), ("ordinal", pa.uint32()), ("id", pa.string())])
+# Raw little-endian records, packed: a partition of a unit is read with a seek and one read per flush, never
+# through a file footer (a Parquet footer of partitions x flushes row groups, read by every partition's unit,
+# would cost more than the rows at thousands of partitions).
+BAND_RECORD = np.dtype([("band", "<u2"), ("key", "<u8"), ("exact", "<u8"), ("ordinal", "<u4")])
+EXACT_RECORD = np.dtype([("hi", "<u8"), ("lo", "<u8"), ("ordinal", "<u4")])
 PAIR_SCHEMA = pa.schema([("a", pa.uint64()), ("b", pa.uint64())])
 DROP_SCHEMA = pa.schema([("doc", pa.uint64()), ("rep", pa.uint64()), ("rep_id", pa.string())])
 
@@ -51,15 +58,53 @@ def read_finished(folder: Path, what: str, settings: dict[str, Any] | None = Non
 
 
 def read_index(unit: Path) -> dict[str, Any]:
-    """Step 1's index: row groups per partition, first ordinal per ids row group, digest of the ids."""
+    """Step 1's index: documents, first ordinal per ids row group, digest of the ids."""
     return json.loads((Path(unit) / INDEX).read_text())
 
 
-def read_row_groups(path: Path, groups: Sequence[int], columns: list[str] | None = None) -> pa.Table:
-    pf = pq.ParquetFile(path)
-    if not groups:
-        return pf.schema_arrow.empty_table().select(columns or pf.schema_arrow.names)
-    return pf.read_row_groups(list(groups), columns=columns)
+def read_partition(unit: Path, name: str, counts_name: str, dtype: np.dtype, partition: int) -> np.ndarray:
+    """The records of one partition from a step-1 file: one seek and one read per flush that wrote any."""
+    counts = np.load(Path(unit) / counts_name)
+    if counts.size == 0:
+        return np.empty(0, dtype)
+    flush_start = np.concatenate(([0], np.cumsum(counts.sum(axis=1))[:-1]))
+    offsets = flush_start + counts[:, :partition].sum(axis=1)
+    parts = []
+    with open(Path(unit) / name, "rb") as f:
+        for flush in np.flatnonzero(counts[:, partition]):
+            f.seek(int(offsets[flush]) * dtype.itemsize)
+            parts.append(np.fromfile(f, dtype=dtype, count=int(counts[flush, partition])))
+    return np.concatenate(parts) if parts else np.empty(0, dtype)
+
+
+def lookup_ids(unit: Path, index: dict[str, Any], ordinals: np.ndarray) -> pa.Array:
+    """Ids of some documents of one unit, reading only the row groups of ids.parquet that hold them."""
+    firsts = np.asarray(index["ids_groups"], dtype=np.int64)
+    group = np.searchsorted(firsts, ordinals, side="right") - 1
+    needed = np.unique(group)
+    table = pq.ParquetFile(Path(unit) / IDS).read_row_groups(needed.tolist(), columns=["id"])
+    sizes = np.diff(np.append(firsts, index["docs"]))[needed]
+    base = np.cumsum(sizes) - sizes  # where each needed group starts in `table`
+    pos = base[np.searchsorted(needed, group)] + (ordinals - firsts[group])
+    return table.column("id").take(pa.array(pos)).combine_chunks()
+
+
+def resolve_ids(units: list[Path], docs: np.ndarray) -> pa.Array:
+    """Ids of documents given by order key (any order), one unit at a time."""
+    if not len(docs):
+        return pa.array([], pa.string())
+    order = np.argsort(docs, kind="stable")
+    sorted_docs = docs[order]
+    ranks = keys.unit_rank(sorted_docs)
+    parts = []
+    bounds = np.flatnonzero(np.diff(ranks)) + 1
+    for lo, hi in zip(np.concatenate(([0], bounds)), np.concatenate((bounds, [len(docs)]))):
+        r = int(ranks[lo])
+        parts.append(lookup_ids(units[r], read_index(units[r]), keys.ordinal(sorted_docs[lo:hi])))
+    ids = pa.concat_arrays(parts)
+    inverse = np.empty_like(order)
+    inverse[order] = np.arange(len(order))
+    return ids.take(pa.array(inverse))
 
 
 def read_range(path: Path, column: str, first: int, last: int) -> pa.Table:

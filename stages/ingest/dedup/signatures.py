@@ -1,16 +1,18 @@
 """Step 1, per input unit: a unit's kept documents -> its dedup keys on disk, grouped by partition.
 
 Why: the later steps must see every document of a language, but no worker may hold a language. So each unit
-writes, once, what the others need from it: for every non-empty document one row per LSH band (band, band
-key, 64-bit exact key, ordinal) and one exact row (128-bit exact key, ordinal, id), each file in row groups of
-one partition (a bucket's rows all land in one partition), plus its signatures as a memory-mappable array (a
-candidate pair is verified by reading two rows, not a unit) and its ids (the representative's id is looked up,
-not carried in every band row). The unit's rows stream through in batches; at most `buffer_rows` band rows
-are held before they are written, so memory does not grow with the unit.
+writes, once, what the others need from it: for every non-empty document one record per LSH band (band, band
+key, 64-bit exact key, ordinal) and for every document one exact record (128-bit exact key, ordinal), as raw
+fixed-width records grouped by partition (a bucket's rows all land in one partition) with a small matrix of how
+many records of each partition each flush wrote, so a partition's unit reads its rows with one seek per flush;
+plus its signatures as a memory-mappable array (a candidate pair is verified by reading two rows, not a unit)
+and its ids (a representative's id is looked up, not carried in every record). The unit's rows stream through
+in batches; at most `buffer_rows` band records are held before they are written, so memory does not grow with
+the unit.
 
-Folder (`out_dir`): bands.parquet, exact.parquet, signatures.npy, ids.parquet, index.json (the row groups of
-each partition, the ids' first ordinal per row group, a digest of the ids: step 4 checks it reads the same
-kept.parquet in the same order), stats.json (counts and settings).
+Folder (`out_dir`): bands.bin + bands-counts.npy, exact.bin + exact-counts.npy, signatures.npy, ids.parquet,
+index.json (documents, the ids' first ordinal per row group, a digest of the ids: step 4 checks it reads the
+same kept.parquet in the same order), stats.json (counts and settings).
 """
 
 from __future__ import annotations
@@ -41,20 +43,16 @@ def write_signatures(kept: Path, out_dir: Path, cfg: DedupConfig, partitions: in
 
 
 class _PartitionedWriter:
-    """Buffers columns and writes them as one row group per (flush, partition); remembers which is which.
+    """Buffers records and appends them, each flush ordered by partition, to one raw file; counts per flush."""
 
-    Numeric columns stay numpy until the flush (one concatenation, one reordering, zero-copy into Arrow);
-    the id column, the only string one, is reordered by Arrow.
-    """
+    def __init__(self, path: Path, dtype: np.dtype, partitions: int, buffer_rows: int):
+        self.out = path.open("wb")
+        self.dtype, self.partitions, self.buffer_rows = dtype, partitions, buffer_rows
+        self.counts: list[np.ndarray] = []
+        self.pending: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []
+        self.pending_rows = self.rows = 0
 
-    def __init__(self, path: Path, schema: pa.Schema, partitions: int, buffer_rows: int):
-        self.writer = pq.ParquetWriter(path, schema, compression="zstd")
-        self.schema, self.partitions, self.buffer_rows = schema, partitions, buffer_rows
-        self.groups: list[list[int]] = [[] for _ in range(partitions)]
-        self.pending: list[tuple[np.ndarray, dict[str, Any]]] = []
-        self.pending_rows = self.n_groups = self.rows = 0
-
-    def add(self, part: np.ndarray, columns: dict[str, Any]) -> None:
+    def add(self, part: np.ndarray, columns: dict[str, np.ndarray]) -> None:
         self.pending.append((part, columns))
         self.pending_rows += len(part)
         if self.pending_rows >= self.buffer_rows:
@@ -65,32 +63,20 @@ class _PartitionedWriter:
             self.pending.clear()
             return
         pending, self.pending, self.pending_rows = self.pending, [], 0
-        order = np.argsort(np.concatenate([p for p, _ in pending]), kind="stable")
-        part = np.concatenate([p for p, _ in pending])[order]
-        columns = {}
-        for name in self.schema.names:
-            values = [c[name] for _, c in pending]
-            if isinstance(values[0], np.ndarray):
-                columns[name] = np.concatenate(values)[order]
-            else:
-                columns[name] = pa.concat_arrays([v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v
-                                                  for v in values]).take(pa.array(order))
+        part = np.concatenate([p for p, _ in pending])
+        order = np.argsort(part, kind="stable")
+        records = np.empty(len(part), dtype=self.dtype)
+        for name in self.dtype.names:
+            records[name] = np.concatenate([c[name] for _, c in pending])[order]
         del pending
-        table = pa.table(columns, schema=self.schema)
-        counts = np.bincount(part, minlength=self.partitions)
-        start = 0
-        for p in np.flatnonzero(counts):
-            n = int(counts[p])
-            self.writer.write_table(table.slice(start, n), row_group_size=n)  # exactly one row group
-            self.groups[p].append(self.n_groups)
-            self.n_groups += 1
-            start += n
-        self.rows += table.num_rows
+        self.out.write(records.tobytes())
+        self.counts.append(np.bincount(part, minlength=self.partitions).astype(np.int64))
+        self.rows += len(records)
 
-    def close(self) -> list[list[int]]:
+    def close(self, counts_path: Path) -> None:
         self.flush()
-        self.writer.close()
-        return self.groups
+        self.out.close()
+        np.save(counts_path, np.stack(self.counts) if self.counts else np.zeros((0, self.partitions), np.int64))
 
 
 def _signature_matrix(column: pa.ChunkedArray | pa.Array, num_perm: int) -> np.ndarray:
@@ -116,8 +102,8 @@ def _write(kept: Path, tmp: Path, cfg: DedupConfig, partitions: int, batch_rows:
     sigs_out = (tmp / files.SIGNATURES).open("wb")
     np.lib.format.write_array_header_1_0(sigs_out, {"descr": np.lib.format.dtype_to_descr(np.dtype("<u4")),
                                                     "fortran_order": False, "shape": (n, cfg.num_perm)})
-    bands = _PartitionedWriter(tmp / files.BANDS, files.BAND_SCHEMA, partitions, buffer_rows)
-    exact = _PartitionedWriter(tmp / files.EXACT_ROWS, files.EXACT_SCHEMA, partitions, max(1, buffer_rows // cfg.bands))
+    bands = _PartitionedWriter(tmp / files.BANDS, files.BAND_RECORD, partitions, buffer_rows)
+    exact = _PartitionedWriter(tmp / files.EXACT_ROWS, files.EXACT_RECORD, partitions, max(1, buffer_rows // cfg.bands))
     ids_writer = pq.ParquetWriter(tmp / files.IDS, pa.schema([("id", pa.string())]), compression="zstd")
     ids_digest = hashlib.sha256()
     ids_groups: list[int] = []
@@ -141,7 +127,7 @@ def _write(kept: Path, tmp: Path, cfg: DedupConfig, partitions: int, batch_rows:
         bands.add(keys.band_partition(band, key, partitions), {
             "band": band, "key": key, "exact": np.repeat(hi[live], cfg.bands),
             "ordinal": np.repeat(ordinals[live], cfg.bands)})
-        exact.add(keys.exact_partition(hi, partitions), {"hi": hi, "lo": lo, "ordinal": ordinals, "id": ids})
+        exact.add(keys.exact_partition(hi, partitions), {"hi": hi, "lo": lo, "ordinal": ordinals})
 
         ids_groups.append(start)
         ids_writer.write_table(pa.table({"id": ids}), row_group_size=m)
@@ -150,10 +136,9 @@ def _write(kept: Path, tmp: Path, cfg: DedupConfig, partitions: int, batch_rows:
         start += m
     sigs_out.close()
     ids_writer.close()
-    band_groups, exact_groups = bands.close(), exact.close()
+    bands.close(tmp / files.BAND_COUNTS)
+    exact.close(tmp / files.EXACT_COUNTS)
     if start != n:
         raise RuntimeError(f"{kept}: read {start} rows, the file says {n}")
-    (tmp / files.INDEX).write_text(json.dumps({
-        "docs": n, "row_groups": {"bands": band_groups, "exact": exact_groups},
-        "ids_groups": ids_groups, "ids_sha256": ids_digest.hexdigest()}))
+    (tmp / files.INDEX).write_text(json.dumps({"docs": n, "ids_groups": ids_groups, "ids_sha256": ids_digest.hexdigest()}))
     return {"docs": n, "empty_docs": empty_docs, "band_rows": bands.rows, "settings": files.settings_record(cfg, partitions)}
