@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""Do the dedup steps (stages/ingest/dedup/) decide what today's finalize decides, on real text?
+"""Does the ingest stage's dedup (five steps of units, stages/ingest/dedup/) decide what the single-process dedup
+(dedup/reference.py, the stage's finalize before the steps) decides, on real text?
 
-Two corpora go through the real ingest units (`IngestStage.plan` + `execute_unit`), then through today's
-`finalize` and through the four dedup waves (`dedup.local.dedup_language`), per language:
+Two corpora go through the real ingest stage (`IngestStage.plan` / `run_unit` for every step, then `finalize`),
+and per language its published rows are compared with `dedup_in_memory` over the same documents units' kept rows:
   udhr    the demo (configs/demo.toml: the UDHR in 24 languages, one unit per language)
   flores  FLORES-200 dev+devtest (6 sentences a document) and NTREX-128 (one news story a document) from
           ../shared/data, with planted exact copies (case, whitespace), near copies (a span of ~5% of the
           words replaced), chains A -> B -> C (each an edit of the previous) and exact copies of near copies,
-          shuffled over 5 files = 5 units per language
+          shuffled over 5 files, each cut into 2 units (max_unit_bytes): 10 units per language
 Compared: kept rows (every column, in order) and duplicate rows (reason, duplicate_of) of the greedy rule, and
 how many more documents the connected-components rule would drop. Prints one line per corpus; --json writes
 the per-language figures.
@@ -36,13 +37,15 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from pipeline.executor import build_context, execute_unit  # noqa: E402
+from pipeline.executor import build_context, map_units_locally, run_steps  # noqa: E402
 from pipeline.languages import EU_LANGUAGE_CODES, LANGUAGES  # noqa: E402
 from pipeline.runconfig import resolve  # noqa: E402
 from stages.ingest.dedup import files  # noqa: E402
 from stages.ingest.dedup.local import dedup_language  # noqa: E402
+from stages.ingest.dedup.reference import dedup_in_memory  # noqa: E402
 from stages.ingest.process import EXACT_DUP, NEAR_DUP  # noqa: E402
-from stages.ingest.stage import IngestStage  # noqa: E402
+from stages.ingest.schema import DOCUMENT_SCHEMA, REJECTED_SCHEMA  # noqa: E402
+from stages.ingest.stage import DOCUMENTS, IngestStage  # noqa: E402
 
 NTREX = {"en": "eng-GB", "lv": "lav"}
 
@@ -99,38 +102,36 @@ def planted_corpus(data: Path, lang: str, out: Path, seed: int) -> dict[str, int
     return kinds
 
 
-def run_units(config_path: Path, run_dir: Path):
+def run_stage(config_path: Path, run_dir: Path, out: Path):
+    """Every step of the real stage in this process, then finalize into `out` (the units stay in .work)."""
     rd, config = resolve(str(config_path), str(run_dir))
     ctx = build_context(rd, config, "ingest", require_fresh_upstream=False)
     stage = IngestStage()
-    results = {u.id: execute_unit(ctx, u) for u in stage.plan(ctx)}
-    return ctx, results
+    done = run_steps(stage, ctx, map_units_locally)
+    out.mkdir(parents=True)
+    stage.finalize(ctx, done, out)
+    return ctx, done
 
 
-def compare(ctx, results, tmp: Path) -> dict[str, dict]:
-    out = tmp / "finalize"
-    IngestStage().finalize(ctx, results, out)
+def compare(ctx, done, out: Path, tmp: Path) -> dict[str, dict]:
     cfg = ctx.settings.dedup
     per_lang = {}
     for lang in ctx.config.run.languages:
-        uids = sorted(u for u, r in results.items() if r["lang"] == lang and "docs_in" in r["stats"])
-        kept = [ctx.work_dir / u / "kept.parquet" for u in uids]
-        read = lambda kind: pa.concat_tables(pq.read_table(p) for p in sorted((out / kind / lang).glob("part-*.parquet")))  # noqa: E731
-        ref_kept, rejected = read("data"), read("rejected")
-        ref_dups = rejected.filter(pc.is_in(rejected.column("reason"), pa.array([EXACT_DUP, NEAR_DUP])))
-        row = {"units": len(uids), "docs": sum(pq.ParquetFile(k).metadata.num_rows for k in kept)}
-        for rule in ("greedy", "components"):
-            res = dedup_language(kept, tmp / "steps" / lang / rule, cfg, 4, rule=rule)
-            got_kept = pa.concat_tables(pq.read_table(d / files.KEPT) for d in res["folders"]["filtered"])
-            got_dups = pa.concat_tables(pq.read_table(d / files.DUPLICATES) for d in res["folders"]["filtered"])
-            if rule == "greedy":
-                row["identical"] = got_kept.equals(ref_kept) and got_dups.equals(ref_dups)
-                row["exact"] = pc.sum(pc.equal(ref_dups.column("reason"), EXACT_DUP)).as_py() or 0
-                row["near"] = pc.sum(pc.equal(ref_dups.column("reason"), NEAR_DUP)).as_py() or 0
-                row["pairs"] = res["stats"]["clusters"]["pairs"]
-                row["largest_component"] = res["stats"]["clusters"]["largest_component"]
-            else:
-                row["components_drop_more"] = got_dups.num_rows - ref_dups.num_rows
+        uids = sorted(u for u, r in done[DOCUMENTS].items() if r["lang"] == lang and "docs_in" in r["stats"])
+        kept = [ctx.unit_dir(DOCUMENTS, u) / "kept.parquet" for u in uids]
+        ref_kept, ref_dups = dedup_in_memory(pa.concat_tables(pq.read_table(k) for k in kept), cfg)
+        got_kept = files.read_parts(out / "data" / lang, "part", DOCUMENT_SCHEMA)
+        rejected = files.read_parts(out / "rejected" / lang, "part", REJECTED_SCHEMA)
+        got_dups = rejected.filter(pc.is_in(rejected.column("reason"), pa.array([EXACT_DUP, NEAR_DUP])))
+        row = {"units": len(uids), "docs": ref_kept.num_rows + ref_dups.num_rows,
+               "identical": got_kept.equals(ref_kept) and got_dups.equals(ref_dups),
+               "exact": pc.sum(pc.equal(ref_dups.column("reason"), EXACT_DUP)).as_py() or 0,
+               "near": pc.sum(pc.equal(ref_dups.column("reason"), NEAR_DUP)).as_py() or 0}
+        res = dedup_language(kept, tmp / "components" / lang, cfg, 4, rule="components")
+        comp_dups = pa.concat_tables(files.read_parts(d, files.DUPLICATE_PARTS, REJECTED_SCHEMA) for d in res["folders"]["filtered"])
+        row["pairs"] = res["stats"]["clusters"]["pairs"]
+        row["largest_component"] = res["stats"]["clusters"]["largest_component"]
+        row["components_drop_more"] = comp_dups.num_rows - ref_dups.num_rows
         per_lang[lang] = row
     return per_lang
 
@@ -144,8 +145,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="dedup-eq-") as t:
         tmp = Path(t)
         t0 = time.monotonic()
-        ctx, results = run_units(ROOT / "configs" / "demo.toml", tmp / "udhr-run")
-        report["udhr"] = compare(ctx, results, tmp / "udhr")
+        ctx, done = run_stage(ROOT / "configs" / "demo.toml", tmp / "udhr-run", tmp / "udhr-out")
+        report["udhr"] = compare(ctx, done, tmp / "udhr-out", tmp / "udhr")
         print(f"udhr: {time.monotonic() - t0:.0f} s", file=sys.stderr)
         if (args.data / "flores200").is_dir():
             t0 = time.monotonic()
@@ -158,7 +159,7 @@ def main() -> int:
                 [orchestration]
                 engine = "local"
                 [ingest]
-                files_per_unit = 1
+                max_unit_bytes = 150000
                 [[ingest.sources]]
                 name = "flores"
                 kind = "jsonl"
@@ -168,8 +169,8 @@ def main() -> int:
                 [ingest.quality]
                 min_words = 10
                 """), encoding="utf-8")
-            ctx, results = run_units(cfg, tmp / "flores-run")
-            report["flores"] = compare(ctx, results, tmp / "flores")
+            ctx, done = run_stage(cfg, tmp / "flores-run", tmp / "flores-out")
+            report["flores"] = compare(ctx, done, tmp / "flores-out", tmp / "flores")
             for lang, kinds in planted.items():
                 report["flores"][lang]["planted"] = kinds
             print(f"flores: {time.monotonic() - t0:.0f} s", file=sys.stderr)
@@ -180,7 +181,7 @@ def main() -> int:
         same = sum(r["identical"] for r in per_lang.values())
         ok &= same == len(per_lang)
         tot = {k: sum(r[k] for r in per_lang.values()) for k in ("units", "docs", "exact", "near", "pairs", "components_drop_more")}
-        print(f"{corpus}: {same}/{len(per_lang)} languages identical to finalize (kept rows, duplicates, duplicate_of); "
+        print(f"{corpus}: {same}/{len(per_lang)} languages identical to the single-process dedup (kept rows, duplicates, duplicate_of); "
               f"{tot['units']} units, {tot['docs']:,} kept docs in, {tot['exact']} exact + {tot['near']} near dropped, "
               f"{tot['pairs']} verified pairs; connected components would drop {tot['components_drop_more']} more")
     args.json.parent.mkdir(parents=True, exist_ok=True)
