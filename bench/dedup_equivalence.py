@@ -107,7 +107,7 @@ def run_stage(config_path: Path, run_dir: Path, out: Path):
     rd, config = resolve(str(config_path), str(run_dir))
     ctx = build_context(rd, config, "ingest", require_fresh_upstream=False)
     stage = IngestStage()
-    done = run_steps(stage, ctx, map_units_locally)
+    done = run_steps(stage, ctx, map_units_locally, {})
     out.mkdir(parents=True)
     stage.finalize(ctx, done, out)
     return ctx, done

@@ -140,6 +140,15 @@ def document_id(source: str, lang: str, key: str, index: int) -> str:
 
 
 # --- Hugging Face dataset repos ----------------------------------------------------------------------------
+class HubUnavailable(UsageError):
+    """A dataset repo that cannot be listed; `transient`: a time-out or dropped connection (try again), not a
+    wrong name or an offline machine."""
+
+    def __init__(self, message: str, transient: bool):
+        super().__init__(message)
+        self.transient = transient
+
+
 def hub_root(source: SourceConfig) -> tuple[Any, str, bool]:
     """(fsspec file system, root path, is it local) of the dataset repo: a local copy when there is one, else
     the Hub through huggingface_hub's HfFileSystem (`datasets/<repo>@<revision>`)."""
@@ -208,12 +217,12 @@ def hub_files(source: SourceConfig, lang: str) -> tuple[list[InputFile], str]:
             for path, info in fs.glob(f"{root}/{pattern.lstrip('/')}", detail=True).items():
                 if info.get("type", "file") == "file":
                     found[path] = int(info.get("size") or 0)
-    except Exception as e:  # network, auth, offline mode: all mean "cannot list this repo"
-        if is_transient(e):
-            raise
+    except Exception as e:  # network, auth, offline mode: all mean "cannot list this repo" (now)
         msg = redact_text(str(e).splitlines()[0] if str(e) else type(e).__name__)
-        raise UsageError(f"source {source.name}: cannot list the data files of {what} ({type(e).__name__}: {msg}); check the "
-                         f"repo id, hf_config, network access to the Hub and token_env, or read a local copy (local_dir)") from None
+        transient = is_transient(e) and type(e).__name__ != "OfflineModeIsEnabled"  # HF_HUB_OFFLINE is no blip
+        raise HubUnavailable(f"source {source.name}: cannot list the data files of {what} ({type(e).__name__}: {msg}); "
+                             f"check the repo id, hf_config, network access to the Hub and token_env, or read a local "
+                             f"copy (local_dir){'; it may work on a second try' if transient else ''}", transient) from None
     what += f" ({origin}: {', '.join(patterns) or 'no pattern'})"
     files = []
     prefix = root.rstrip("/") + "/"

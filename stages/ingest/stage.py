@@ -29,7 +29,7 @@ from pipeline.manifest import Manifest
 from pipeline.stage import InputError, StageContext, StageError, StageOutcome, StepResults, Unit
 from stages.ingest.config import IngestConfig
 from stages.ingest.process import EXACT_DUP, KEPT, NEAR_DUP, InputFailed, process_unit
-from stages.ingest.sources import Piece, hub_root, list_files, split_files
+from stages.ingest.sources import HubUnavailable, Piece, hub_root, list_files, split_files
 
 DOCUMENTS, SIGNATURES, BUCKETS, CLUSTERS, FILTER = "documents", "signatures", "buckets", "clusters", "filter"
 EXACT_DIR, PAIRS_DIR = "exact", "pairs"  # a buckets unit's two outputs (steps 2a and 2b of dedup/)
@@ -97,8 +97,8 @@ class IngestStage:
                     files, pattern = list_files(source, lang)
                     problem = ("no_inputs", f"source {source.name}: no input for language {lang} ({pattern!r} matched no "
                                             f"file; the source is optional)")
-                except UsageError as e:  # a Hub repo that cannot be listed
-                    if not source.optional:
+                except HubUnavailable as e:  # a Hub repo that cannot be listed: an optional one is recorded, unless
+                    if not source.optional or e.transient:  # it may work on a second try (then planning fails)
                         raise
                     files, pattern, problem = [], source.repo or "", ("dataset_unavailable", f"{e} (the source is optional)")
                 if not files:
