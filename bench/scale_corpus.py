@@ -11,8 +11,8 @@ language ID and the quality filters see real prose of that language):
 - a *near copy* (rate `near`) is an original with one contiguous span of 2-5% of its words replaced by random
   words of the language (Jaccard of 5-gram sets ~0.75-0.9);
 copies are shuffled among the originals (a copy may come first) and everything is written as JSONL files of
-about `file_bytes`, `data/<lang>/NNNN.jsonl`, each line {"text", "id": "<family>:<member>", "url"}; member 0 is
-the original, so a document's family is known from its id.
+about `file_bytes`, `data/<lang>/NNNN.jsonl`, each line {"text", "id": "<family>:<member>:<kind>", "url"} with
+kind o (original), e (exact copy) or n (near copy), so a document's family and kind are known from its id.
 
     .venv/bin/python bench/scale_corpus.py OUT --bytes 30e6 [--data ../shared/data]
 """
@@ -77,7 +77,7 @@ def write_language(data: Path, lang: str, folder: Path, n_bytes: int, seed: int,
         if rng.random() < near:
             members.append(("near", _near(text, rng, vocab)))
         for m, (kind, t) in enumerate(members):
-            docs.append((t, f"{family}:{m}"))
+            docs.append((t, f"{family}:{m}:{kind[0]}"))
             counts[kind] += 1
             size += len(t.encode())
         family += 1

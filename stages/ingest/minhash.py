@@ -36,7 +36,7 @@ SENTINEL = np.uint32(0xFFFFFFFF)
 """Signature value of empty documents (every entry)."""
 
 _WORD = re.compile(r"\w+")
-_CHUNK_ELEMENTS = 1 << 21  # shingles x permutations per vectorised step (16 MiB of uint64)
+_CHUNK_ELEMENTS = 1 << 19  # shingles x permutations per vectorised step (4 MiB of uint64: as fast as 16, less memory)
 
 
 class DedupConfig(BaseModel):
@@ -142,7 +142,7 @@ def minhash_signatures(texts: Sequence[str], cfg: DedupConfig) -> np.ndarray:
     ends = np.cumsum(n_shingles[docs])
     starts = ends - n_shingles[docs]
     minima = np.full((len(docs), cfg.num_perm), np.iinfo(np.uint64).max, dtype=np.uint64)
-    # Permutations x shingles, a slice of shingles at a time so the matrix stays ~16 MiB whatever the
+    # Permutations x shingles, a slice of shingles at a time so the matrix stays ~4 MiB whatever the
     # document sizes. Each permutation is a contiguous row: reduceat along rows is ~15x faster than down
     # columns. A document cut by a slice boundary gets the minimum of both parts.
     step = max(1, _CHUNK_ELEMENTS // cfg.num_perm)

@@ -393,7 +393,7 @@ def _read_parquet(source: SourceConfig, ref: str, where: Any, piece: Piece) -> I
 
     first = piece.part == 0
     try:
-        pf = pq.ParquetFile(where)
+        pf = pq.ParquetFile(where, pre_buffer=False)  # pre-buffering reads every row group of the piece up front
     except (pa.ArrowInvalid, OSError) as e:
         if is_transient(e):  # a network file system's blip is not a broken file: the unit is tried again
             raise

@@ -119,7 +119,7 @@ def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partit
         files.read_finished(unit, "step-1 folder", settings)
         if not cfg.near:
             continue
-        rec = files.read_partition(unit, files.BANDS, files.BAND_COUNTS, files.BAND_RECORD, partition)
+        rec = files.read_partition(unit, files.BANDS, files.BAND_INDEX, files.BAND_RECORD, partition)
         for name in ("band", "key", "exact"):
             cols[name].append(np.ascontiguousarray(rec[name]))
         cols["order"].append(keys.order_keys(rank, rec["ordinal"]))

@@ -37,7 +37,7 @@ def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partit
         files.read_finished(unit, "step-1 folder", settings)
         if not cfg.exact:
             continue
-        rec = files.read_partition(unit, files.EXACT_ROWS, files.EXACT_COUNTS, files.EXACT_RECORD, partition)
+        rec = files.read_partition(unit, files.EXACT_ROWS, files.EXACT_INDEX, files.EXACT_RECORD, partition)
         his.append(rec["hi"])
         los.append(rec["lo"])
         orders.append(keys.order_keys(rank, rec["ordinal"]))

@@ -19,10 +19,10 @@ from stages.ingest.dedup import keys
 from stages.ingest.dedup.atomic import STATS, finished
 from stages.ingest.minhash import DedupConfig
 
-# step 1, per input unit: fixed-width records grouped by partition (*.bin, and how many rows of each partition
-# each flush wrote: *-counts.npy, shape (flushes, partitions)), the signatures, the ids
+# step 1, per input unit: fixed-width records grouped by partition (*.bin, and where each partition's records are
+# in each flush: *-index.npy, shape (partitions, flushes, 2): first record, records), the signatures, the ids
 BANDS, EXACT_ROWS, SIGNATURES, IDS = "bands.bin", "exact.bin", "signatures.npy", "ids.parquet"
-BAND_COUNTS, EXACT_COUNTS = "bands-counts.npy", "exact-counts.npy"
+BAND_INDEX, EXACT_INDEX = "bands-index.npy", "exact-index.npy"
 # step 2, per partition; step 3, per language
 EXACT_DROPS, PAIRS, NEAR_DROPS = "exact-drops.parquet", "pairs.parquet", "near-drops.parquet"
 # step 4, per input unit: bounded parts kept-NNNNN.parquet, duplicates-NNNNN.parquet; kept bytes per domain
@@ -62,18 +62,17 @@ def read_index(unit: Path) -> dict[str, Any]:
     return json.loads((Path(unit) / INDEX).read_text())
 
 
-def read_partition(unit: Path, name: str, counts_name: str, dtype: np.dtype, partition: int) -> np.ndarray:
-    """The records of one partition from a step-1 file: one seek and one read per flush that wrote any."""
-    counts = np.load(Path(unit) / counts_name)
-    if counts.size == 0:
-        return np.empty(0, dtype)
-    flush_start = np.concatenate(([0], np.cumsum(counts.sum(axis=1))[:-1]))
-    offsets = flush_start + counts[:, :partition].sum(axis=1)
+def read_partition(unit: Path, name: str, index_name: str, dtype: np.dtype, partition: int) -> np.ndarray:
+    """The records of one partition from a step-1 file: its row of the index (a memory map), then one seek and
+    one read per flush that wrote any."""
+    index = np.load(Path(unit) / index_name, mmap_mode="r")
+    spans = np.array(index[partition]) if index.shape[1] else np.zeros((0, 2), np.int64)  # (flushes, 2)
+    del index
     parts = []
     with open(Path(unit) / name, "rb") as f:
-        for flush in np.flatnonzero(counts[:, partition]):
-            f.seek(int(offsets[flush]) * dtype.itemsize)
-            parts.append(np.fromfile(f, dtype=dtype, count=int(counts[flush, partition])))
+        for first, count in spans[spans[:, 1] > 0]:
+            f.seek(int(first) * dtype.itemsize)
+            parts.append(np.fromfile(f, dtype=dtype, count=int(count)))
     return np.concatenate(parts) if parts else np.empty(0, dtype)
 
 

@@ -33,7 +33,7 @@ DOMAIN_SCHEMA = pa.schema([("domain", pa.string()), ("bytes", pa.int64())])
 
 
 def filter_unit(kept: Path, signatures_dir: Path, rank: int, exact_dirs: Sequence[Path], near_dir: Path | None,
-                out_dir: Path, cfg: DedupConfig, partitions: int, *, batch_rows: int = 16_384,
+                out_dir: Path, cfg: DedupConfig, partitions: int, *, batch_rows: int = 4096,
                 part_rows: int = 2**62, keep_duplicates: bool = True, atomic: bool = True) -> dict[str, Any]:
     """`kept`: the unit's kept.parquet (as given to step 1); `signatures_dir`: its step-1 folder; `rank`: its
     position in the language's units; `exact_dirs`: all P step-2a folders (ignored with exact off);
@@ -92,7 +92,7 @@ def _filter(kept: Path, signatures_dir: Path, rank: int, exact_dirs: list[Path],
     dup_out = PartWriter(tmp, files.DUPLICATE_PARTS, REJECTED_SCHEMA, part_rows, enabled=keep_duplicates)
     sums = {"kept": 0, "kept_bytes": 0, "kept_chars": 0, "kept_words": 0}
     domains: dict[str, int] = {}
-    for batch in pq.ParquetFile(kept).iter_batches(batch_size=batch_rows):
+    for batch in pq.ParquetFile(kept, pre_buffer=False).iter_batches(batch_size=batch_rows):  # one batch at a time
         m = batch.num_rows
         for value in batch.column("id").to_pylist():
             digest.update(value.encode() + b"\n")

@@ -3,14 +3,14 @@
 Why: the later steps must see every document of a language, but no worker may hold a language. So each unit
 writes, once, what the others need from it: for every non-empty document one record per LSH band (band, band
 key, 64-bit exact key, ordinal) and for every document one exact record (128-bit exact key, ordinal), as raw
-fixed-width records grouped by partition (a bucket's rows all land in one partition) with a small matrix of how
-many records of each partition each flush wrote, so a partition's unit reads its rows with one seek per flush;
+fixed-width records grouped by partition (a bucket's rows all land in one partition) with an index of where
+each partition's records are in each flush, so a partition's unit reads its rows with one seek per flush;
 plus its signatures as a memory-mappable array (a candidate pair is verified by reading two rows, not a unit)
 and its ids (a representative's id is looked up, not carried in every record). The unit's rows stream through
 in batches; at most `buffer_rows` band records are held before they are written, so memory does not grow with
 the unit.
 
-Folder (`out_dir`): bands.bin + bands-counts.npy, exact.bin + exact-counts.npy, signatures.npy, ids.parquet,
+Folder (`out_dir`): bands.bin + bands-index.npy, exact.bin + exact-index.npy, signatures.npy, ids.parquet,
 index.json (documents, the ids' first ordinal per row group, a digest of the ids: step 4 checks it reads the
 same kept.parquet in the same order), stats.json (counts and settings).
 """
@@ -32,7 +32,7 @@ from stages.ingest.minhash import DedupConfig
 
 
 def write_signatures(kept: Path, out_dir: Path, cfg: DedupConfig, partitions: int, *,
-                     batch_rows: int = 16_384, buffer_rows: int = 1_000_000, atomic: bool = True) -> dict[str, Any]:
+                     batch_rows: int = 4096, buffer_rows: int = 262_144, atomic: bool = True) -> dict[str, Any]:
     """Write the dedup keys of `kept` (a Parquet with id, signature, exact_key in document order) to `out_dir`.
 
     Returns (and records) the statistics: docs, empty_docs (sentinel signatures: exact rows only), band_rows.
@@ -73,10 +73,16 @@ class _PartitionedWriter:
         self.counts.append(np.bincount(part, minlength=self.partitions).astype(np.int64))
         self.rows += len(records)
 
-    def close(self, counts_path: Path) -> None:
+    def close(self, index_path: Path) -> None:
+        """Write the index: (partitions, flushes, 2) int64, [first record, records] of each partition in each
+        flush, so the unit of partition p reads only its own row of it (a memory map)."""
         self.flush()
         self.out.close()
-        np.save(counts_path, np.stack(self.counts) if self.counts else np.zeros((0, self.partitions), np.int64))
+        counts = np.stack(self.counts) if self.counts else np.zeros((0, self.partitions), np.int64)  # (flushes, P)
+        totals = counts.sum(axis=1)
+        flush_start = np.concatenate(([0], np.cumsum(totals)[:-1])).astype(np.int64)
+        first = flush_start[:, None] + np.cumsum(counts, axis=1) - counts  # (flushes, P)
+        np.save(index_path, np.ascontiguousarray(np.stack((first.T, counts.T), axis=2)))
 
 
 def _signature_matrix(column: pa.ChunkedArray | pa.Array, num_perm: int) -> np.ndarray:
@@ -96,7 +102,7 @@ def _signature_matrix(column: pa.ChunkedArray | pa.Array, num_perm: int) -> np.n
 
 
 def _write(kept: Path, tmp: Path, cfg: DedupConfig, partitions: int, batch_rows: int, buffer_rows: int) -> dict[str, Any]:
-    pf = pq.ParquetFile(kept)
+    pf = pq.ParquetFile(kept, pre_buffer=False)  # pre-buffering would read all the row groups at once
     n = pf.metadata.num_rows
     # A plain .npy written by appending (not a memory map: its dirty pages would count as the worker's memory)
     sigs_out = (tmp / files.SIGNATURES).open("wb")
@@ -136,8 +142,8 @@ def _write(kept: Path, tmp: Path, cfg: DedupConfig, partitions: int, batch_rows:
         start += m
     sigs_out.close()
     ids_writer.close()
-    bands.close(tmp / files.BAND_COUNTS)
-    exact.close(tmp / files.EXACT_COUNTS)
+    bands.close(tmp / files.BAND_INDEX)
+    exact.close(tmp / files.EXACT_INDEX)
     if start != n:
         raise RuntimeError(f"{kept}: read {start} rows, the file says {n}")
     (tmp / files.INDEX).write_text(json.dumps({"docs": n, "ids_groups": ids_groups, "ids_sha256": ids_digest.hexdigest()}))
