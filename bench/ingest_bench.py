@@ -9,7 +9,16 @@ and the chain's scaling from 1 to 2 worker processes. The reference runs bench/r
 in its own venv (bench/reference/README.md; `--setup-reference` creates it) and the same input.
 Goals (issue 2): >= 5 MB/s per core for each, near-linear 1 -> 2 process scaling.
 
+Agreement (issue 14): how often our keep/drop decision equals datatrove's FineWeb-2 chain on the same documents
+with the same thresholds. Our chain runs with FineWeb-2's per-language values mapped onto our filters
+(FW2_CONFIGS in bench/reference/datatrove_chain.py: duplicate-line fraction, top and duplicate n-gram ratios,
+mean word length, alphabetic-word ratio; the paragraph and line-character repetition checks off, as FineWeb-2
+has them); datatrove writes each document's first failing filter (--decisions). Every disagreement is counted
+by kind: what only one side has (our language ID; datatrove's FineWebQualityFilter and stop-word check) and
+what both have but decide differently (their spaCy tokens count punctuation as words, our regex words do not).
+
     .venv/bin/python bench/ingest_bench.py [--data ../shared/data] [--no-reference] [--setup-reference]
+                                           [--reference-venv DIR]
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+from collections import Counter
 import os
 import subprocess
 import sys
@@ -78,15 +88,16 @@ def load_docs(data: Path) -> list[dict]:
     return [json.loads(line) for line in out.open(encoding="utf-8")]
 
 
-def reference(input_path: Path, setup: bool) -> dict | None:
-    py = REF_VENV / "bin" / "python"
+def reference(input_path: Path, setup: bool, venv: Path = REF_VENV, decisions: Path | None = None) -> dict | None:
+    py = venv / "bin" / "python"
     if not py.exists():
         if not setup:
-            print(f"(reference skipped: no datatrove venv at {REF_VENV}; rerun with --setup-reference)", file=sys.stderr)
+            print(f"(reference skipped: no datatrove venv at {venv}; rerun with --setup-reference)", file=sys.stderr)
             return None
-        subprocess.run([sys.executable, "-m", "venv", str(REF_VENV)], check=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         subprocess.run([str(py), "-m", "pip", "install", "-q", "-r", str(ROOT / "bench/reference/requirements-datatrove.txt")], check=True)
-    out = subprocess.run([str(py), str(ROOT / "bench/reference/datatrove_chain.py"), "--input", str(input_path)],
+    extra = ["--decisions", str(decisions)] if decisions else []
+    out = subprocess.run([str(py), str(ROOT / "bench/reference/datatrove_chain.py"), "--input", str(input_path), *extra],
                          capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     if out.returncode:
         print(out.stderr[-3000:], file=sys.stderr)
@@ -94,11 +105,71 @@ def reference(input_path: Path, setup: bool) -> dict | None:
     return json.loads(out.stdout)
 
 
+def fineweb2_settings() -> IngestConfig:
+    """Our filters with FineWeb-2's per-language thresholds where the two chains have the same filter."""
+    from bench.reference.datatrove_chain import FW2_CONFIGS
+
+    per_language = {}
+    for lang, (dup_line, top, dup, _punct, _newline, min_avg, max_avg, alpha, _stop) in FW2_CONFIGS.items():
+        per_language[lang] = {
+            "max_duplicate_line_ratio": dup_line, "min_avg_word_length": float(min_avg), "max_avg_word_length": float(max_avg),
+            "min_alpha_words_ratio": alpha, "top_ngram_char_ratios": dict(zip((2, 3, 4), top)),
+            "dup_ngram_char_ratios": dict(zip(range(5, 11), dup)),
+        }
+    return IngestConfig.model_validate({"quality": {
+        "max_duplicate_line_chars_ratio": 1.0, "max_duplicate_paragraph_ratio": 1.0,  # off in FineWeb-2
+        "max_duplicate_paragraph_chars_ratio": 1.0, "per_language": per_language}})
+
+
+def our_decisions(docs: list[dict], settings: IngestConfig) -> dict[str, str | None]:
+    src = SourceConfig(name="bench", kind="jsonl", path="x", licence="x", collected="2025-01")
+    chains: dict[str, DocumentChain] = {}
+    out = {}
+    for i, d in enumerate(docs):
+        chain = chains.get(d["lang"]) or chains.setdefault(d["lang"], DocumentChain(settings, src, d["lang"]))
+        out[str(d["id"])] = chain.process(RawDoc(d["text"], i), "bench")[1]
+    return out
+
+
+def disagreement_kind(ours: str | None, theirs: str | None) -> str:
+    if ours is not None and ours.startswith("lang"):
+        return f"ours only: language ID ({ours}); datatrove's chain has none"
+    if theirs is not None and theirs.startswith("FineWebQualityFilter"):
+        return f"datatrove only: {theirs} (we have no FineWebQualityFilter)"
+    if theirs is not None and "stop_words" in theirs:
+        return f"datatrove only: {theirs} (we have no stop-word check)"
+    return f"both have the filter, other decision: ours {ours or 'keep'} / datatrove {theirs or 'keep'} (word tokens: spaCy vs regex)"
+
+
+def agreement(docs: list[dict], theirs_path: Path) -> dict:
+    theirs = {}
+    for line in theirs_path.open(encoding="utf-8"):
+        r = json.loads(line)
+        theirs[str(r["id"])] = r["reason"]
+    ours = our_decisions(docs, fineweb2_settings())
+    kinds: Counter = Counter()
+    by_lang: Counter = Counter()
+    same = 0
+    for doc_id, t in theirs.items():
+        o = ours[doc_id]
+        if (o is None) == (t is None):
+            same += 1
+        else:
+            kinds[disagreement_kind(o, t)] += 1
+            by_lang[next(d["lang"] for d in docs if str(d["id"]) == doc_id)] += 1
+    n = len(theirs)
+    return {"documents": n, "agree": same, "agreement": same / n if n else None,
+            "both_keep": sum(ours[i] is None and t is None for i, t in theirs.items()),
+            "both_drop": sum(ours[i] is not None and t is not None for i, t in theirs.items()),
+            "disagreements": dict(kinds.most_common()), "disagreements_by_language": dict(by_lang.most_common())}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     ap.add_argument("--no-reference", action="store_true")
     ap.add_argument("--setup-reference", action="store_true")
+    ap.add_argument("--reference-venv", type=Path, default=REF_VENV, help="datatrove's own venv (created by --setup-reference)")
     ap.add_argument("--json", type=Path, default=RESULTS / "ingest_bench.json", help="Where to write the figures (bench/summary.py reads them).")
     args = ap.parse_args()
     if not args.data.exists():
@@ -125,7 +196,10 @@ def main() -> int:
 
     ours = {"chain_mb_per_s": mb / t_chain, "minhash_mb_per_s": mb / t_mh, "two_process_speedup": t_one_wall / t_two,
             "kept": kept, "docs": n, "word_stats_compiled": COMPILED, "chain_seconds": t_chain, "minhash_seconds": t_mh, "two_process_seconds": t_two, "one_process_wall_seconds": t_one_wall}
-    ref = None if args.no_reference else reference(RESULTS / "reference_docs.jsonl", args.setup_reference)
+    decisions = RESULTS / "datatrove_decisions.jsonl"
+    ref = None if args.no_reference else reference(RESULTS / "reference_docs.jsonl", args.setup_reference,
+                                                   args.reference_venv, decisions)
+    agree = agreement(docs, decisions) if ref else None
 
     print(f"\n{'measure':<34}{'ours':>12}{'datatrove':>12}{'ratio':>9}{'goal':>12}")
     rows = [("filter chain, MB/s per core", ours["chain_mb_per_s"], ref and ref["filters"].get("mb_per_cpu_s", ref["filters"]["mb_per_s"]), ">= 5 MB/s"),
@@ -136,8 +210,14 @@ def main() -> int:
         print(f"{name:<34}{a:>12.2f}{(f'{b:.2f}' if b else '-'):>12}{ratio}{goal:>12}")
     print(f"\nkept {kept:,} of {n:,} documents (production defaults)"
           + (f"; datatrove kept {ref['filters']['kept']:,} (fell back to a whitespace tokenizer for {ref['filters'].get('fallback_languages')})" if ref else ""))
+    if agree:
+        print(f"\nkeep/drop agreement with datatrove's FineWeb-2 chain, same thresholds: {agree['agreement']:.2%} of "
+              f"{agree['documents']:,} documents (goal >= 99%); both keep {agree['both_keep']:,}, both drop {agree['both_drop']:,}")
+        for kind, count in agree["disagreements"].items():
+            print(f"  {count:>6,}  {kind}")
+        print(f"  by language: {agree['disagreements_by_language']}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"ours": ours, "datatrove": ref}, indent=2))
+    args.json.write_text(json.dumps({"ours": ours, "datatrove": ref, "agreement": agree}, indent=2))
     return 0
 
 

@@ -3,9 +3,9 @@
 
     .venv/bin/python bench/summary.py [--no-run] [--only ingest,shards] [--data ../shared/data] [--setup-reference]
 
-Runs bench/{ingest,langid,tokenizer,shards,dataloader_scale,train}_bench.py one after the other (each writes
-its figures to bench/results/<name>.json, removed first so nothing stale is shown), then prints the table.
-`--no-run` only reads the results the scripts last wrote. A benchmark whose data is absent (../shared/data is not part of a
+Runs bench/{ingest,ingest_scale,dedup,langid,tokenizer,shards,dataloader_scale,train}_bench.py one after the other
+(each writes its figures to bench/results/<name>.json, removed first so nothing stale is shown), then prints the
+table. `--no-run` only reads the results the scripts last wrote. A benchmark whose data is absent (../shared/data is not part of a
 clone) says so and is listed as skipped under the table; one that fails is listed with its exit code. The
 ingest reference (datatrove) needs its own venv: `--setup-reference` creates it (bench/reference/README.md).
 Exit status: 0 unless a benchmark failed.
@@ -56,6 +56,42 @@ def ingest_rows(r: dict[str, Any]) -> list[Row]:
             name.replace("same", "FineWeb-2 filters, same")),
         Row("ingest", "MinHash signatures, MB/s per core", ours["minhash_mb_per_s"], ref("minhash"), name.replace("same", "MinHash, same")),
         Row("ingest", "chain speed-up, 1 -> 2 processes", ours["two_process_speedup"], 2.0, "linear scaling"),
+    ] + ([Row("ingest", "keep/drop agreement with datatrove's FineWeb-2 chain", r["agreement"]["agreement"], 0.99,
+              "goal (issue 14), same documents and thresholds", ".4f")] if r.get("agreement") else [])
+
+
+def ingest_scale_rows(r: dict[str, Any]) -> list[Row]:
+    """The largest corpus of bench/ingest_scale_bench.py (its 2-worker process run where there is one)."""
+    runs = r["runs"]
+    largest = max(m["size"] for m in runs.values())
+    at = {k.split("-")[1]: m for k, m in runs.items() if m["size"] == largest}
+    best = at.get("p2") or next(iter(at.values()))
+    base = [m["worker"] for m in runs.values() if m["size"] == 100]
+    goal = "goal (issue 14)"
+    rows = [
+        Row("ingest", f"end to end, MB/s per core ({largest}x demo = {best['mb_in']:,.0f} MB)", best["mb_per_cpu_s"], 6.0, goal),
+        Row("ingest", f"peak RSS per worker, GiB ({largest}x)", max(m["worker"] for m in at.values()) / 2**30, 1.5 / 1.073741824,
+            goal + " (1.5 GB)", ".2f", "lower"),
+        Row("ingest", "dedup recall, planted near duplicates", best["recall_near"], 0.95, goal, ".4f"),
+        Row("ingest", "dedup precision", best["precision"], 0.99, goal, ".4f"),
+    ]
+    if base:
+        rows.append(Row("ingest", f"peak RSS per worker, {largest}x / 100x", max(m["worker"] for m in at.values()) / max(base),
+                        1.3, goal, ".2f", "lower"))
+    for runner, name in (("p", "processes"), ("d", "Dask")):
+        if f"{runner}1" in at and f"{runner}2" in at:
+            rows.append(Row("ingest", f"1 -> 2 workers, {name}, wall ({largest}x)", at[f"{runner}1"]["wall_s"] / at[f"{runner}2"]["wall_s"],
+                            1.8, goal))
+    return rows
+
+
+def dedup_rows(r: dict[str, Any]) -> list[Row]:
+    docs = r["docs"]
+    return [
+        Row("ingest", "MinHash LSH (sort-based, the steps' core), docs/s per core", docs / r["sorted"]["cpu_s"],
+            r["rensa"]["docs_per_cpu_s"] if r.get("rensa") else None, "rensa's LSH, same documents", ",.0f"),
+        Row("ingest", "dedup steps, peak bytes per document", r["steps"]["peak_growth_bytes"] / docs,
+            r["today"]["bytes_per_doc"], "single-process LSH index", ",.0f", "lower"),
     ]
 
 
@@ -138,8 +174,8 @@ def dataloader_scale_rows(r: dict[str, Any]) -> list[Row]:
 
 
 BENCHMARKS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
-    "ingest": ingest_rows, "langid": langid_rows, "tokenizer": tokenizer_rows, "shards": shards_rows,
-    "dataloader_scale": dataloader_scale_rows, "train": train_rows,
+    "ingest": ingest_rows, "ingest_scale": ingest_scale_rows, "dedup": dedup_rows, "langid": langid_rows,
+    "tokenizer": tokenizer_rows, "shards": shards_rows, "dataloader_scale": dataloader_scale_rows, "train": train_rows,
 }
 
 

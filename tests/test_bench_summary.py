@@ -33,6 +33,12 @@ RESULTS = {
         "goals": {"startup_s": 5.0, "peak_rss_mb": 1024.0, "open_shard_files": 256},
         "worst": {"startup_s": 0.5, "peak_rss_mb": 512.0, "open_shard_files": 48},
         "growth": {"peak_rss_mb": {"per_1000_shards": 1.2}}},
+    "ingest_scale_bench.json": {"runs": {
+        f"{size}x-{run}": {"size": size, "mb_in": size * 0.3, "mb_per_cpu_s": 6.6, "worker": w * 2**30, "wall_s": wall,
+                           "recall_near": 0.99, "precision": 1.0}
+        for size, run, w, wall in [(100, "p1", 0.4, 10), (7200, "p1", 0.5, 400), (7200, "p2", 0.6, 200)]}},
+    "dedup_bench.json": {"docs": 1000, "sorted": {"cpu_s": 0.01}, "rensa": {"docs_per_cpu_s": 50_000},
+                         "steps": {"peak_growth_bytes": 1_000_000}, "today": {"bytes_per_doc": 4000}},
 }
 MEMORY = {"points": [{"model_type": "bpe", "vocab_size": 262_144, "chars": 64e6, "peak_mb": 900.0, "estimate_mb": 1200.0}],
           "full_run": {"vocab_size": 262_144, "budget_chars": 20e9, "estimated_peak_gb": 320.0}}
@@ -55,6 +61,9 @@ def test_table_from_results(summary, tmp_path, capsys):
     assert "320" in lines["full-run tokenizer peak GB (262k, 20G chars)"]
     start = next(k for k in lines if k.startswith("dataloader start-up s"))
     assert "0.10x" in lines[start] and "0.50x" in lines["dataloader peak RSS MB per rank, worst"]
+    assert " 2.00 | " in lines["1 -> 2 workers, processes, wall (7200x)"]  # 400 s / 200 s
+    assert " 1.50 | " in lines["peak RSS per worker, 7200x / 100x"] and "lower" in lines["peak RSS per worker, 7200x / 100x"]
+    assert "2.00x" in lines["MinHash LSH (sort-based, the steps' core), docs/s per core"]  # 100k docs/s vs rensa's 50k
     assert "langid: skipped: no " in out
 
 

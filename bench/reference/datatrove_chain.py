@@ -147,6 +147,9 @@ def parse_args(argv=None):
                     help="use every N-th input document only (a quicker, still all-language run; default 1: all)")
     ap.add_argument("--pin-cpu", type=int, default=None, help="pin this process to one CPU (sched_setaffinity)")
     ap.add_argument("--tmpdir", default=None, help="parent folder for the MinHash signature files")
+    ap.add_argument("--decisions", default=None,
+                    help="also write each document's decision here (JSONL: id, lang, kept, reason = '<Filter>:<reason>' "
+                         "of the first filter that drops it), from the filters' own filter() methods, outside the timing")
     return ap.parse_args(argv)
 
 
@@ -285,6 +288,20 @@ def main(argv=None) -> int:
                               "drop_reasons": dict(lang_reasons.most_common())}
             log(f"filters {lang}: {len(docs_by_lang[lang])} docs, kept {k}, {dt:.2f}s, "
                 f"{bytes_by_lang[lang] / 1e6 / dt:.3f} MB/s")
+        if args.decisions:  # untimed: the first filter of the chain that drops each document, and why
+            from datatrove.pipeline.filters.base_filter import get_filter_result
+
+            with open(args.decisions, "w", encoding="utf-8") as out:
+                for lang in langs:
+                    chain = make_chain(lang)
+                    for doc in docs_by_lang[lang]:
+                        reason = None
+                        for step in chain:
+                            ok, why = get_filter_result(step.filter(doc))[:2]
+                            if not ok:
+                                reason = f"{type(step).__name__}:{why}"
+                                break
+                        out.write(json.dumps({"id": doc.id, "lang": lang, "kept": reason is None, "reason": reason}) + "\n")
         result["filters"] = {
             "bytes": total_bytes, "seconds": round(seconds, 4),
             "mb_per_s": round(total_bytes / 1e6 / seconds, 4) if seconds > 0 else None,
