@@ -11,8 +11,9 @@ production defaults (256 MiB units, 500k documents per band partition) on:
 Measured per run, from outside (`europa` is a child process; its process tree is sampled every 0.25 s):
   peak RSS per worker   the largest VmHWM (the kernel's high-water mark, not a sample) of a worker process;
                         the `europa` process itself (planning, finalize) and Prefect's server are shown apart
-  MB/s per core         input MB / CPU seconds of the whole tree (getrusage of the finished children: every
-                        process, the Prefect server included), which a shared machine's load does not change
+  MB/s per core         input MB / CPU seconds of the whole tree (every process, the Prefect server included:
+                        getrusage of the finished children, or the sampled per-process CPU when larger, as for
+                        processes that outlive their parent), which a shared machine's load does not change
   MB/s wall             input MB / wall seconds; 1 -> 2 workers = wall(1) / wall(2) of the same runner
   recall, precision     per family (an original and its copies): a planted pair is resolved when not both
                         documents were kept; precision = duplicates whose duplicate_of is in their own family
@@ -67,16 +68,20 @@ def config(corpus: Path, runner: str, workers: int) -> str:
         """)
 
 
-def _proc(pid: int) -> tuple[int, str, int] | None:
-    """(VmHWM bytes, command line, parent pid) of a live process, or None."""
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc(pid: int) -> tuple[int, str, int, float] | None:
+    """(VmHWM bytes, command line, parent pid, CPU seconds so far) of a live process, or None."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return None
     fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
     hwm = int(fields.get("VmHWM", "0 kB").split()[0]) * 1024
-    return hwm, cmd, int(fields.get("PPid", "0"))
+    return hwm, cmd, int(fields.get("PPid", "0")), (int(stat[11]) + int(stat[12])) / _TICK  # utime + stime
 
 
 def _children(pid: int) -> list[int]:
@@ -104,15 +109,17 @@ class TreeMonitor(threading.Thread):
                 pid = todo.pop()
                 info = _proc(pid)
                 if info is not None:
-                    hwm, cmd, ppid = info
-                    rec = self.seen.setdefault(pid, {"cmd": cmd, "ppid": ppid, "hwm": 0})
-                    rec["hwm"] = max(rec["hwm"], hwm)
+                    hwm, cmd, ppid, cpu = info
+                    rec = self.seen.setdefault(pid, {"cmd": cmd, "ppid": ppid, "hwm": 0, "cpu": 0.0})
+                    rec["hwm"], rec["cpu"] = max(rec["hwm"], hwm), max(rec["cpu"], cpu)
                 todo += _children(pid)
             self.stop.wait(self.every)
 
     def roles(self) -> dict[str, int]:
         """Peak RSS of the europa process, of the largest worker, of Prefect's server."""
-        out = {"europa": self.seen.get(self.root, {}).get("hwm", 0), "worker": 0, "server": 0, "workers_seen": 0}
+        out = {"europa": self.seen.get(self.root, {}).get("hwm", 0), "worker": 0, "server": 0, "workers_seen": 0,
+               "cpu_sampled_s": sum(rec["cpu"] for rec in self.seen.values()),
+               "server_cpu_s": sum(rec["cpu"] for rec in self.seen.values() if "prefect server" in rec["cmd"] or "uvicorn" in rec["cmd"])}
         for pid, rec in self.seen.items():
             if pid == self.root:
                 continue
@@ -136,10 +143,12 @@ def run_ingest(cfg: Path, run_dir: Path, log: Path) -> dict:
         mon.join()
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    waited = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if rc:
         raise SystemExit(f"europa stage ingest failed (exit {rc}); see {log}")
-    return {"wall_s": wall, "cpu_s": cpu, **mon.roles()}
+    roles = mon.roles()
+    # processes that outlive their parent (a Dask worker, a server) are not in getrusage: the larger count wins
+    return {"wall_s": wall, "cpu_s": max(waited, roles["cpu_sampled_s"]), "cpu_waited_s": waited, **roles}
 
 
 def dedup_quality(stage_dir: Path) -> dict:

@@ -45,6 +45,7 @@ QUALITY_REASONS: tuple[str, ...] = (
 """Every reason `check_quality` can return, in check order (statistics keep a row per reason)."""
 
 _PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n\s*")
+
 _BULLETS = ("•", "‣", "⁃", "◦", "▪", "▫", "●", "○", "■", "□", "◆", "►", "▶", "➢", "✓", "✔", "-", "–", "—", "*", "·")
 _ELLIPSES = ("...", "…")
 _BULLET_CHARS = frozenset(_BULLETS)  # every bullet is one character: "starts with a bullet" = first character in here
@@ -98,6 +99,9 @@ class QualityThresholds(BaseModel):
     """Fraction of lines ending with an ellipsis above this: lists of truncated snippets (Gopher: 0.3)."""
     min_alpha_words_ratio: _Ratio = 0.8
     """Fraction of words containing a letter below this: tables, numbers, code (Gopher: 0.8)."""
+    alpha_ratio_counts_punctuation: bool = False
+    """Count each punctuation mark as a word in that fraction, as datatrove's FineWeb-2 filter does (its spaCy
+    tokens include punctuation, so its published per-language thresholds assume it); off: over our words only."""
     max_duplicate_line_ratio: _Ratio = 0.3
     """Fraction of non-empty lines that repeat an earlier line (Gopher: 0.3)."""
     max_duplicate_line_chars_ratio: _Ratio = 0.2
@@ -208,6 +212,27 @@ def _duplicate_ngram_chars(words: list[str], starts: list[int], n: int) -> int:
     return chars
 
 
+def _token_alpha_ratio(text: str) -> float:
+    """Share of tokens with a letter, tokens as spaCy (FineWeb-2's word splitter) makes them, approximately: each
+    whitespace token loses its leading and trailing marks, each of which is a token of its own ("(see", "end.",
+    "“Hi,”"); what is left stays one token ("1,000", "l'homme", "e-mail")."""
+    tokens = alpha = 0
+    for tok in text.split():
+        if tok.isalpha():
+            tokens += 1
+            alpha += 1
+            continue
+        lo, hi = 0, len(tok)
+        while lo < hi and not tok[lo].isalnum():
+            lo += 1
+        while hi > lo and not tok[hi - 1].isalnum():
+            hi -= 1
+        core = tok[lo:hi]
+        tokens += len(tok) - len(core) + (1 if core else 0)
+        alpha += any(map(str.isalpha, core))
+    return alpha / tokens if tokens else 0.0
+
+
 def quality_word_stats(text: str, t: QualityThresholds) -> WordStats:
     """The word statistics `check_quality` decides on (runs counted for the shortest duplicate n-gram filter)."""
     return word_stats(text, min(t.dup_ngram_char_ratios, default=0))
@@ -239,7 +264,10 @@ def check_quality(text: str, t: QualityThresholds, stats: WordStats | None = Non
     # a line ending with an ellipsis needs one in the text
     if n_ellipses and sum(map(str.endswith, lines, repeat(_ELLIPSES))) / n_lines > t.max_ellipsis_lines_ratio:
         return "ellipsis_lines"
-    if 1.0 - s.digit_words / n_words < t.min_alpha_words_ratio:
+    if t.alpha_ratio_counts_punctuation:
+        if _token_alpha_ratio(text) < t.min_alpha_words_ratio:
+            return "alpha_words"
+    elif 1.0 - s.digit_words / n_words < t.min_alpha_words_ratio:
         return "alpha_words"
 
     n_chars = len(text)
