@@ -164,3 +164,17 @@ def test_config_from_toml_like_dict():
 def test_config_validation(bad):
     with pytest.raises(ValueError):
         QualityConfig.model_validate(bad)
+
+
+def test_fineweb2_alpha_ratio_counts_punctuation_marks():
+    """datatrove's GopherQualityFilter takes the share of *tokens* with a letter, and spaCy makes every leading
+    or trailing mark a token: "(see" is 2 tokens, "1,000" one. The option reproduces that; the default does not
+    count marks at all."""
+    from stages.ingest.quality import QualityThresholds, _token_alpha_ratio, check_quality
+
+    # ( see | end . | “ Hi , ” | 1,000 | l'homme: 10 tokens, 4 with a letter
+    assert _token_alpha_ratio("(see end. “Hi,” 1,000 l'homme") == 4 / 10
+    text = " ".join(["Ein Satz, der endet."] * 20)  # 4 words + 2 marks a sentence: 80 words, 2/3 of the tokens
+    assert check_quality(text, QualityThresholds(min_words=10, min_alpha_words_ratio=0.7)) is None
+    assert check_quality(text, QualityThresholds(min_words=10, min_alpha_words_ratio=0.7,
+                                                 alpha_ratio_counts_punctuation=True)) == "alpha_words"
