@@ -174,7 +174,9 @@ def test_fineweb2_alpha_ratio_counts_punctuation_marks():
 
     # ( see | end . | “ Hi , ” | 1,000 | l'homme: 10 tokens, 4 with a letter
     assert _token_alpha_ratio("(see end. “Hi,” 1,000 l'homme") == 4 / 10
-    text = " ".join(["Ein Satz, der endet."] * 20)  # 4 words + 2 marks a sentence: 80 words, 2/3 of the tokens
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = [letters[i % 26] + letters[i // 26 % 26] + letters[i // 676 % 26] + "x" for i in range(80)]
+    text = " ".join(f"{a} {b}, {c} {d}." for a, b, c, d in zip(*[iter(words)] * 4))  # 4 words + 2 marks: 2/3 letters
     assert check_quality(text, QualityThresholds(min_words=10, min_alpha_words_ratio=0.7)) is None
     assert check_quality(text, QualityThresholds(min_words=10, min_alpha_words_ratio=0.7,
                                                  alpha_ratio_counts_punctuation=True)) == "alpha_words"
