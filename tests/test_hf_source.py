@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.cli import main
-from pipeline.errors import UsageError
+from pipeline.stage import InputError
 from stages.ingest.config import SourceConfig
 from stages.ingest.sources import RawDoc, card_patterns, hub_files, read_piece, split_files
 from tests.conftest import write_config
@@ -177,5 +177,5 @@ def test_unsupported_data_files_are_refused_by_name(tmp_path, udhr_dir):
     (tmp_path / "fw2" / "data" / "pol_Latn" / "train" / "extra.csv").write_text("text\nx\n")
     src = SourceConfig(name="fw2", kind="huggingface", repo="HuggingFaceFW/fineweb-2", local_dir=str(tmp_path / "fw2"),
                        hf_config="{fineweb2}", languages=["pl"], licence="x", collected="2024-12")
-    with pytest.raises(UsageError, match="extra.csv .* is neither Parquet nor JSON lines"):
+    with pytest.raises(InputError, match="extra.csv .* is neither Parquet nor JSON lines"):
         hub_files(src, "pl")

@@ -36,10 +36,10 @@ from pathlib import Path
 from typing import IO, Any, Iterator
 from urllib.parse import quote
 
-from pipeline.errors import UsageError
 from pipeline.languages import expand_template, language
 from pipeline.retry import is_transient
 from pipeline.secrets import redact_text
+from pipeline.stage import InputError
 from stages.ingest.config import SourceConfig
 
 HF_PREFIX = "hf://"
@@ -140,7 +140,7 @@ def document_id(source: str, lang: str, key: str, index: int) -> str:
 
 
 # --- Hugging Face dataset repos ----------------------------------------------------------------------------
-class HubUnavailable(UsageError):
+class HubUnavailable(InputError):
     """A dataset repo that cannot be listed; `transient`: a time-out or dropped connection (try again), not a
     wrong name or an offline machine."""
 
@@ -233,7 +233,7 @@ def hub_files(source: SourceConfig, lang: str) -> tuple[list[InputFile], str]:
         suffix = os.path.splitext(name[: name.rfind(".")] if compressed else name)[1]
         fmt = _HUB_FORMATS.get(suffix)
         if fmt is None:
-            raise UsageError(f"source {source.name}: data file {rel} of {what} is neither Parquet nor JSON lines; "
+            raise InputError(f"source {source.name}: data file {rel} of {what} is neither Parquet nor JSON lines; "
                              f"convert it, or point hf_config / revision at the Parquet conversion (refs/convert/parquet)")
         # JSON lines on the Hub are read whole: numbering the lines of a later piece would read its prefix over HTTP
         files.append(InputFile(rel, f"{HF_PREFIX}{hub_repo_id(source)}/{rel}", size, fmt, compressed or (fmt != "parquet" and not local)))

@@ -24,7 +24,6 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import UsageError
 from pipeline.manifest import Manifest
 from pipeline.stage import InputError, StageContext, StageError, StageOutcome, StepResults, Unit
 from stages.ingest.config import IngestConfig
@@ -55,7 +54,7 @@ class IngestStage:
                     continue
                 try:
                     files, _ = list_files(source, lang)
-                except (UsageError, OSError, ValueError) as e:  # reported when planning; a signature never fails
+                except (InputError, OSError, ValueError) as e:  # reported when planning; a signature never fails
                     sig.append((source.name, lang, str(e)))
                     continue
                 root = hub_root(source)[1] if hub_local else ""
@@ -103,7 +102,7 @@ class IngestStage:
                     files, pattern, problem = [], source.repo or "", ("dataset_unavailable", f"{e} (the source is optional)")
                 if not files:
                     if not source.optional:
-                        raise UsageError(
+                        raise InputError(
                             f"stage ingest: source {source.name} yields nothing for language {lang}: {pattern!r} matched no "
                             f"file; fix the source's path / hf_config, take {lang} out of its languages, or set "
                             f"optional = true to record it and go on")
@@ -113,7 +112,7 @@ class IngestStage:
                 pieces = split_files(files, settings.max_unit_bytes)
                 groups = [pieces] if source.max_documents else _pack(pieces, settings.max_unit_bytes, settings.files_per_unit)
                 if len(groups) > MAX_UNITS:
-                    raise UsageError(f"stage ingest: source {source.name} makes {len(groups)} units for {lang} (at most "
+                    raise InputError(f"stage ingest: source {source.name} makes {len(groups)} units for {lang} (at most "
                                      f"{MAX_UNITS:,}); raise [ingest] max_unit_bytes / files_per_unit")
                 units += [Unit(f"{lang}-{source.name}-{i:05d}", {"lang": lang, "source": source.name,
                                                                  "pieces": [p.to_dict() for p in group]})
