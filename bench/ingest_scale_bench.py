@@ -120,12 +120,17 @@ class TreeMonitor(threading.Thread):
         out = {"europa": self.seen.get(self.root, {}).get("hwm", 0), "worker": 0, "server": 0, "workers_seen": 0,
                "cpu_sampled_s": sum(rec["cpu"] for rec in self.seen.values()),
                "server_cpu_s": sum(rec["cpu"] for rec in self.seen.values() if "prefect server" in rec["cmd"] or "uvicorn" in rec["cmd"])}
+        cpus = []
         for pid, rec in self.seen.items():
             if pid == self.root:
                 continue
             role = "server" if ("uvicorn" in rec["cmd"] or "prefect server" in rec["cmd"] or "server.api" in rec["cmd"]) else "worker"
             out[role] = max(out[role], rec["hwm"])
             out["workers_seen"] += role == "worker"
+            if role == "worker" and rec["cpu"] > 1.0:  # a process that ran units (not a Dask nanny or a helper)
+                cpus.append(rec["cpu"])
+        out["europa_cpu_s"] = self.seen.get(self.root, {}).get("cpu", 0.0)
+        out["worker_cpu_s"] = sorted(cpus, reverse=True)
         return out
 
 
@@ -246,6 +251,12 @@ def print_table(results: dict) -> None:
               f"{m['recall_near']:>6.3f}/{m['recall_exact']:.3f} {m['precision']:>10.4f} {m['exact_kept_twice']:>9}")
     sizes = sorted({m["size"] for m in runs.values()})
     lines = []
+    for key, m in sorted(runs.items()):  # how evenly the units spread: 1.0 = every worker did as much work
+        cpus = m.get("worker_cpu_s", [])[: m["workers"]]
+        if m["workers"] > 1 and len(cpus) == m["workers"]:
+            lines.append(f"{key}: worker CPU {', '.join(f'{c:.0f}' for c in cpus)} s, balance {sum(cpus) / (len(cpus) * max(cpus)):.2f}; "
+                         f"speed-up on idle cores <= {(m['europa_cpu_s'] + sum(cpus)) / (m['europa_cpu_s'] + max(cpus)):.2f}x "
+                         f"(europa's own {m['europa_cpu_s']:.0f} CPU s counted as serial)")
     for runner in ("p", "d"):
         for size in sizes:
             one, two = runs.get(f"{size}x-{runner}1"), runs.get(f"{size}x-{runner}2")
