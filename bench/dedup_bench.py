@@ -206,6 +206,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--docs", type=int, default=100_000)
     ap.add_argument("--json", type=Path, default=RESULTS / "dedup_bench.json")
+    ap.add_argument("--data", type=Path, default=None, help=argparse.SUPPRESS)  # bench/summary.py passes it to every bench
     args = ap.parse_args()
     try:
         import rensa  # noqa: F401

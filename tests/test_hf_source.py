@@ -139,6 +139,9 @@ def test_a_config_the_repo_lacks_fails_at_plan_time_naming_it(tmp_path, udhr_dir
 
 def test_the_unreachable_hub_fails_planning_unless_the_source_is_optional(tmp_path, udhr_dir, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import huggingface_hub.constants  # it reads the variable once, at import: set it where it keeps it
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     fineweb_like(tmp_path / "fw2", udhr_dir)
     hub = textwrap.dedent("""
         [[ingest.sources]]

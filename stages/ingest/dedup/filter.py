@@ -25,10 +25,9 @@ from stages.ingest.dedup import files, keys
 from stages.ingest.dedup.atomic import run_step
 from stages.ingest.minhash import DedupConfig
 from stages.ingest.parts import PartWriter
-from stages.ingest.process import EXACT_DUP, NEAR_DUP
+from stages.ingest.process import EXACT_DUP, NEAR_DUP, NO_DOMAIN
 from stages.ingest.schema import DOCUMENT_SCHEMA, REJECTED_SCHEMA
 
-NO_DOMAIN = "(none)"  # documents without a URL or source domain, in the per-domain counts
 DOMAIN_SCHEMA = pa.schema([("domain", pa.string()), ("bytes", pa.int64())])
 
 
