@@ -56,8 +56,18 @@ def ingest_rows(r: dict[str, Any]) -> list[Row]:
             name.replace("same", "FineWeb-2 filters, same")),
         Row("ingest", "MinHash signatures, MB/s per core", ours["minhash_mb_per_s"], ref("minhash"), name.replace("same", "MinHash, same")),
         Row("ingest", "chain speed-up, 1 -> 2 processes", ours["two_process_speedup"], 2.0, "linear scaling"),
-    ] + ([Row("ingest", "keep/drop agreement with datatrove's FineWeb-2 chain", r["agreement"]["agreement"], 0.99,
-              "goal (issue 14), same documents and thresholds", ".4f")] if r.get("agreement") else [])
+    ] + _agreement_rows(r.get("agreement"))
+
+
+def _agreement_rows(a: dict[str, Any] | None) -> list[Row]:
+    if not a:
+        return []
+    goal = "goal (issue 14), same documents and thresholds"
+    rows = [Row("ingest", "keep/drop agreement with datatrove's FineWeb-2 chain", a["agreement"], 0.99, goal, ".4f")]
+    if a.get("fallback_languages"):
+        rows.append(Row("ingest", f"... without {', '.join(a['fallback_languages'])} (datatrove's fallback tokenizer)",
+                        a["agreement_without_fallback"], 0.99, goal, ".4f"))
+    return rows
 
 
 def ingest_scale_rows(r: dict[str, Any]) -> list[Row]:
