@@ -86,7 +86,8 @@ class OrchestrationConfig(StrictModel):
     )
     retries: int = Field(
         2, ge=0, description="Tries again after a transient failure of a unit (a time-out, a dropped connection, a "
-        "lost Dask worker), with doubling delays; counted in the manifest. Other failures are never retried.")
+        "lost Dask worker), with doubling delays; counted in the manifest. An ingest input still failing on the last try "
+        "is skipped with the reason unreachable (on_error = \"fail\": exit 2). Other failures are never retried.")
     retry_backoff_s: float = Field(5.0, ge=0, description="Delay before the first retry; each further one doubles it.")
     dask_address: str | None = Field(
         None, min_length=1,

@@ -2,13 +2,17 @@
 
 At FineWeb-2 scale a network blip (a Hugging Face read that times out, a connection reset, a Dask worker lost
 with its node) must not become a skipped input or a failed stage: the work is retried, the retries are counted
-in the manifest, and only what stays broken after the last try is reported as broken.
+in the manifest, and only what stays broken after the last try is reported as broken. A reader that can skip
+one input (ingest under on_error = "skip") asks `on_last_try()`: before the last try it raises the transient
+error so that the unit is tried again; on the last try it records the input as skipped, with the reason, instead
+of failing the whole unit.
 """
 
 from __future__ import annotations
 
 import errno
 import time
+from contextvars import ContextVar
 from typing import Callable, TypeVar
 
 T = TypeVar("T")
@@ -21,6 +25,8 @@ _TRANSIENT_NAMES = frozenset({"ReadTimeout", "ConnectTimeout", "ReadTimeoutError
                               "IncompleteRead", "KilledWorker", "CommClosedError", "StreamClosedError",
                               "HfHubHTTPError"})
 
+
+_LAST_TRY: ContextVar[tuple[bool, int]] = ContextVar("europa_last_try", default=(True, 1))
 
 _PERMANENT_TEXTS = ("OfflineModeIsEnabled", "offline mode", "Name or service not known", "nodename nor servname")
 
@@ -44,12 +50,19 @@ def is_transient(e: BaseException) -> bool:
     return False
 
 
+def on_last_try() -> tuple[bool, int]:
+    """(whether the code running now is the last try `retrying` will make, how many tries that makes). Outside
+    `retrying` every try is the last (one try)."""
+    return _LAST_TRY.get()
+
+
 def retrying(fn: Callable[[], T], *, retries: int, backoff_s: float, on_retry: Callable[[int, BaseException], None]
              | None = None, sleep: Callable[[float], None] = time.sleep) -> tuple[T, int]:
     """fn() until it succeeds or fails with a non-transient error or `retries` retries are spent; the delay
     doubles each time (backoff_s, 2 x backoff_s, ...). Returns (its result, the retries it took)."""
     attempt = 0
     while True:
+        token = _LAST_TRY.set((attempt >= retries, retries + 1))
         try:
             return fn(), attempt
         except Exception as e:
@@ -59,3 +72,5 @@ def retrying(fn: Callable[[], T], *, retries: int, backoff_s: float, on_retry: C
                 on_retry(attempt + 1, e)
             sleep(backoff_s * 2**attempt)
             attempt += 1
+        finally:
+            _LAST_TRY.reset(token)

@@ -188,6 +188,35 @@ def test_a_transient_failure_is_tried_again_and_counted(tmp_path, udhr_dir, monk
     assert main(["run", "--config", str(cfg), "--run-dir", str(tmp_path / "run2"), "--to", "ingest"]) == 1
 
 
+def test_an_input_still_unreachable_after_the_last_try_is_a_recorded_skip(tmp_path, udhr_dir, monkeypatch):
+    """A read that keeps timing out: tried again ([orchestration] retries), then, on the last try, the rest of that
+    input is skipped with the reason "unreachable" and the documents read before the failure are kept; under
+    on_error = "fail" the same is exit 2 naming the input."""
+    from stages.ingest import sources
+
+    real = sources._read_piece
+
+    def blip(source, lang, piece):
+        for i, item in enumerate(real(source, lang, piece)):
+            if lang == "mt" and i == 3:
+                raise TimeoutError("read timed out (injected)")
+            yield item
+
+    monkeypatch.setattr(sources, "_read_piece", blip)
+    cfg = write_config(tmp_path, udhr_source(udhr_dir), languages='["de", "mt"]')
+    cfg.write_text(cfg.read_text().replace("max_workers = 2", "max_workers = 2\nretries = 1\nretry_backoff_s = 0.0"))
+    assert main(["run", "--config", str(cfg), "--run-dir", str(tmp_path / "run"), "--to", "ingest"]) == 0
+    m = json.loads((tmp_path / "run" / "ingest" / "manifest.json").read_text())
+    assert m["retries"] == {"documents/mt-udhr-00000": 1}
+    [p] = [p for p in m["skipped"] if p["reason"] == "unreachable"]
+    assert p["lang"] == "mt" and "TimeoutError" in p["message"] and "still after 2 tries" in p["message"]
+    assert "after 3 document(s)" in p["message"]
+    assert m["statistics"]["per_language"]["mt"]["docs_in"] == 3 and m["statistics"]["per_language"]["de"]["docs_in"] > 3
+
+    cfg.write_text(cfg.read_text().replace("[[ingest.sources]]", "[ingest]\non_error = \"fail\"\n\n[[ingest.sources]]", 1))
+    assert main(["run", "--config", str(cfg), "--run-dir", str(tmp_path / "run-fail"), "--to", "ingest"]) == 2
+
+
 def test_a_malformed_json_line_is_named_once_with_its_column(tmp_path, udhr_dir):
     from stages.ingest.config import SourceConfig
     from stages.ingest.sources import InputProblem, read_input

@@ -37,7 +37,7 @@ from typing import IO, Any, Iterator
 from urllib.parse import quote
 
 from pipeline.languages import expand_template, language
-from pipeline.retry import is_transient
+from pipeline.retry import is_transient, on_last_try
 from pipeline.secrets import redact_text
 from pipeline.stage import InputError
 from stages.ingest.config import SourceConfig
@@ -242,7 +242,26 @@ def hub_files(source: SourceConfig, lang: str) -> tuple[list[InputFile], str]:
 
 # --- reading one piece ---------------------------------------------------------------------------------------
 def read_piece(source: SourceConfig, lang: str, piece: Piece) -> Iterator[RawDoc | InputProblem]:
-    """The documents of one piece, in file order."""
+    """The documents of one piece, in file order. A transient failure (a time-out, a dropped connection) is
+    raised so that the unit is tried again ([orchestration] retries); on the last try it becomes the problem
+    "unreachable": the documents read before it are kept, the rest of the piece is skipped with that reason."""
+    read = 0
+    try:
+        for item in _read_piece(source, lang, piece):
+            read += isinstance(item, RawDoc)
+            yield item
+    except Exception as e:
+        last, tries = on_last_try()
+        if not (last and is_transient(e)):
+            raise
+        msg = redact_text(str(e).splitlines()[0] if str(e) else type(e).__name__)
+        yield InputProblem(piece.key, None, "unreachable",
+                           f"{piece.key}: {type(e).__name__}: {msg}, still after {tries} tries ([orchestration] retries); "
+                           f"the piece is skipped after {read} document(s): check the file system or network, then "
+                           f"europa run --force ingest tries it again")
+
+
+def _read_piece(source: SourceConfig, lang: str, piece: Piece) -> Iterator[RawDoc | InputProblem]:
     if source.kind == "huggingface":
         fs, root, _ = hub_root(source)
         shown = piece.key
