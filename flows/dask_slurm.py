@@ -22,7 +22,10 @@ from pathlib import Path
 def build_cluster(args: argparse.Namespace):
     from dask_jobqueue import SLURMCluster
 
-    prologue = ["export OMP_NUM_THREADS=1", f"cd {Path.cwd()}"]
+    from flows.stages import DASK_WORKER_MALLOC
+
+    # the nanny takes these from the environment over its defaults (see DASK_WORKER_MALLOC)
+    prologue = ["export OMP_NUM_THREADS=1", *(f"export {k}={v}" for k, v in DASK_WORKER_MALLOC.items()), f"cd {Path.cwd()}"]
     if args.prefect_api:
         prologue.append(f"export PREFECT_API_URL={args.prefect_api}")
     return SLURMCluster(
