@@ -18,11 +18,11 @@ import sys
 import threading
 from pathlib import Path
 
+from flows import DASK_WORKER_MALLOC
+
 
 def build_cluster(args: argparse.Namespace):
     from dask_jobqueue import SLURMCluster
-
-    from flows.stages import DASK_WORKER_MALLOC
 
     # the nanny takes these from the environment over its defaults (see DASK_WORKER_MALLOC)
     prologue = ["export OMP_NUM_THREADS=1", *(f"export {k}={v}" for k, v in DASK_WORKER_MALLOC.items()), f"cd {Path.cwd()}"]

@@ -15,7 +15,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-import flows  # noqa: F401  (offline defaults before Prefect loads)
+from flows import DASK_WORKER_MALLOC  # importing flows first sets the offline defaults before Prefect loads
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
@@ -106,15 +106,6 @@ def dask_scheduler(config: PipelineConfig) -> Iterator[str | None]:
                           env=_prefect_api_env()) as cluster:
             progress.note("dask", f"units run on a local Dask cluster: {o.max_workers} worker processes at {cluster.scheduler_address}")
             yield cluster.scheduler_address
-
-
-# Dask's nanny starts its workers with MALLOC_TRIM_THRESHOLD_=64 KiB (to give freed memory back at once), which
-# also fixes glibc's mmap threshold at 128 KiB: every larger array (numpy, Arrow) is then a fresh mmap and its
-# page faults, ~10% more CPU for the ingest's units than in a process pool. Ours are bounded by their batches, so
-# larger thresholds cost little memory: freed memory goes back above 64 MiB, arrays under 16 MiB reuse the heap.
-# They must be in the environment the worker process starts with (glibc reads them once), hence the nanny's
-# pre-spawn environment here and `export` in the Slurm job script (flows/dask_slurm.py).
-DASK_WORKER_MALLOC = {"MALLOC_TRIM_THRESHOLD_": str(64 << 20), "MALLOC_MMAP_THRESHOLD_": str(16 << 20)}
 
 
 def _prefect_api_env() -> dict[str, str]:
