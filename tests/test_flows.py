@@ -53,6 +53,20 @@ def test_prefect_flow_runs_units_as_tasks_and_leaves_an_artifact(prefect_harness
     assert artifact is not None and "| mt |" in artifact.data and "documents kept" in artifact.data
 
 
+def test_process_pool_workers_report_to_the_flows_temporary_server(tmp_path, udhr_dir):
+    """Without PREFECT_API_URL, `europa` starts one temporary server; the process pool's workers must use it,
+    not start one each (each costs a uvicorn's CPU, taken from the workers on a small machine)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    cfg = _config(tmp_path, udhr_dir, "processes")
+    run = subprocess.run([sys.executable, "-m", "pipeline.cli", "stage", "ingest", "--config", str(cfg), "--run-dir", str(tmp_path / "run")],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    everything = run.stdout + run.stderr + "".join(p.read_text() for p in (tmp_path / "run" / "logs").glob("*.log"))
+    assert everything.count("Starting temporary server") == 1, everything[-3000:]
+    assert "ingest:filter:" in everything  # the workers' task runs were logged (to the flow's server)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
