@@ -18,14 +18,16 @@ import sys
 import threading
 from pathlib import Path
 
-from flows import DASK_WORKER_MALLOC
+from flows import DASK_WORKER_CONFIG, DASK_WORKER_ENV
 
 
 def build_cluster(args: argparse.Namespace):
     from dask_jobqueue import SLURMCluster
 
-    # the nanny takes these from the environment over its defaults (see DASK_WORKER_MALLOC)
-    prologue = ["export OMP_NUM_THREADS=1", *(f"export {k}={v}" for k, v in DASK_WORKER_MALLOC.items()), f"cd {Path.cwd()}"]
+    # the nanny takes these from the environment over its defaults (see DASK_WORKER_ENV)
+    dask_env = {"DASK_" + k.upper().replace(".", "__"): v for k, v in DASK_WORKER_CONFIG.items()}  # Dask's own spelling
+    prologue = ["export OMP_NUM_THREADS=1", *(f"export {k}={v}" for k, v in {**DASK_WORKER_ENV, **dask_env}.items()),
+                f"cd {Path.cwd()}"]
     if args.prefect_api:
         prologue.append(f"export PREFECT_API_URL={args.prefect_api}")
     return SLURMCluster(

@@ -15,7 +15,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from flows import DASK_WORKER_MALLOC  # importing flows first sets the offline defaults before Prefect loads
+from flows import DASK_WORKER_CONFIG, DASK_WORKER_ENV  # importing flows first sets the offline defaults before Prefect loads
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
@@ -101,8 +101,8 @@ def dask_scheduler(config: PipelineConfig) -> Iterator[str | None]:
         from distributed import LocalCluster
 
         logging.getLogger("distributed").setLevel(logging.WARNING)  # the cluster's lifecycle is not news
-        spawn_env = {**dask.config.get("distributed.nanny.pre-spawn-environ"), **DASK_WORKER_MALLOC}
-        with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn_env}), LocalCluster(n_workers=o.max_workers, threads_per_worker=1, processes=True, dashboard_address=None,
+        spawn_env = {**dask.config.get("distributed.nanny.pre-spawn-environ"), **DASK_WORKER_ENV}
+        with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn_env, **DASK_WORKER_CONFIG}), LocalCluster(n_workers=o.max_workers, threads_per_worker=1, processes=True, dashboard_address=None,
                           env=_prefect_api_env()) as cluster:
             progress.note("dask", f"units run on a local Dask cluster: {o.max_workers} worker processes at {cluster.scheduler_address}")
             yield cluster.scheduler_address
