@@ -65,7 +65,7 @@ def _agreement_rows(a: dict[str, Any] | None) -> list[Row]:
     goal = "goal (issue 14), same documents and thresholds"
     rows = [Row("ingest", "keep/drop agreement with datatrove's FineWeb-2 chain", a["agreement"], 0.99, goal, ".4f")]
     if a.get("fallback_languages"):
-        rows.append(Row("ingest", f"... without {', '.join(a['fallback_languages'])} (datatrove's fallback tokenizer)",
+        rows.append(Row("ingest", f"... without {', '.join(a['fallback_languages'])} (a stand-in for datatrove's own tokenizer there)",
                         a["agreement_without_fallback"], 0.99, goal, ".4f"))
     return rows
 

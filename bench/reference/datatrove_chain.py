@@ -24,9 +24,11 @@ Document construction and step construction; every language's tokenizer is warme
 documents (spaCy builds its tokenizer lazily on first use). MB = 10^6 bytes of UTF-8 text.
 
 Word tokenizers that cannot run offline (Maltese -> Stanza, which downloads its model on first use and is
-not installed in the reference venv) are replaced by a fallback tokenizer (--fallback, default datatrove's own
-WhitespaceTokenizer, whose word split is spaCy's multi-language "xx" tokenizer); such languages are listed in
-"fallback_languages".
+not installed in the reference venv) are replaced by a fallback tokenizer (--fallback): by default Maltese gets
+mudt_tokenizer.MudtTokenizer (datatrove's WhitespaceTokenizer with the token rules of the treebank Stanza's
+Maltese model is trained on) and any other language datatrove's WhitespaceTokenizer (spaCy's multi-language
+"xx" tokenizer); "whitespace" or "en" give every such language that one. Such languages are listed in
+"fallback_languages", their tokenizer in "fallback_tokenizers".
 """
 
 from __future__ import annotations
@@ -140,9 +142,10 @@ def parse_args(argv=None):
     ap.add_argument("--input", required=True, help="JSONL with id, text, lang (ISO 639-1)")
     ap.add_argument("--parts", default="filters,minhash", help="comma list of parts to run (filters,minhash)")
     ap.add_argument("--warmup-docs", type=int, default=3, help="docs per language used to warm up (default 3)")
-    ap.add_argument("--fallback", choices=["whitespace", "en"], default="whitespace",
-                    help="tokenizer for languages whose own cannot run offline: datatrove's WhitespaceTokenizer "
-                         "(spaCy 'xx' words; default) or the English spaCy tokenizer")
+    ap.add_argument("--fallback", choices=["mudt", "whitespace", "en"], default="mudt",
+                    help="tokenizer for languages whose own cannot run offline: mudt (default: Maltese by UD MUDT's "
+                         "token rules, others datatrove's WhitespaceTokenizer), whitespace (datatrove's "
+                         "WhitespaceTokenizer, spaCy 'xx' words) or en (the English spaCy tokenizer)")
     ap.add_argument("--every", type=int, default=1,
                     help="use every N-th input document only (a quicker, still all-language run; default 1: all)")
     ap.add_argument("--pin-cpu", type=int, default=None, help="pin this process to one CPU (sched_setaffinity)")
@@ -196,7 +199,14 @@ def main(argv=None) -> int:
     log(f"read {n_in} docs, {total_bytes} bytes, {len(langs)} languages: {' '.join(langs)}")
 
     # ---- pick each language's word tokenizer, fall back where it cannot run offline ---------------------
-    fallback_tok = WhitespaceTokenizer() if args.fallback == "whitespace" else SpaCyTokenizer("en")
+    fallback_tok = SpaCyTokenizer("en") if args.fallback == "en" else WhitespaceTokenizer()
+    fallback_name = "SpaCyTokenizer(en)" if args.fallback == "en" else "WhitespaceTokenizer(spaCy xx)"
+    special = {}
+    if args.fallback == "mudt":
+        from mudt_tokenizer import MudtTokenizer  # beside this script; it imports datatrove
+
+        special["mt"] = (MudtTokenizer(), "MudtTokenizer(spaCy xx + UD MUDT token rules)")
+    fallback_tokenizers: dict[str, str] = {}
     tok_for: dict[str, object] = {}
     fallback_languages: list[str] = []
     fallback_reasons: dict[str, str] = {}
@@ -209,9 +219,8 @@ def main(argv=None) -> int:
             log(f"{lang}: {key} -> {type(tok).__name__}({getattr(tok, 'language', '') or ''})")
         except Exception as e:  # ImportError (stanza not installed), download/network errors, ...
             reason = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-            log(f"{lang}: {key} word tokenizer cannot run offline ({reason}); falling back to "
-                f"{type(fallback_tok).__name__}{'' if args.fallback == 'whitespace' else '(en)'}")
-            tok_for[lang] = fallback_tok
+            tok_for[lang], fallback_tokenizers[lang] = special.get(lang, (fallback_tok, fallback_name))
+            log(f"{lang}: {key} word tokenizer cannot run offline ({reason}); falling back to {fallback_tokenizers[lang]}")
             fallback_languages.append(lang)
             fallback_reasons[lang] = reason
 
@@ -308,8 +317,7 @@ def main(argv=None) -> int:
             "cpu_seconds": round(cpu_seconds, 4),
             "mb_per_cpu_s": round(total_bytes / 1e6 / cpu_seconds, 4) if cpu_seconds > 0 else None,
             "docs": n_in, "kept": kept, "fallback_languages": fallback_languages,
-            "fallback_tokenizer": None if not fallback_languages else
-            ("WhitespaceTokenizer(spaCy xx)" if args.fallback == "whitespace" else "SpaCyTokenizer(en)"),
+            "fallback_tokenizers": fallback_tokenizers,
             "fallback_reasons": fallback_reasons,
             "drop_reasons": dict(reasons.most_common()),
             "chain": ["GopherRepetitionFilter", "FineWebQualityFilter", "GopherQualityFilter"],

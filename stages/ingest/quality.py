@@ -101,7 +101,8 @@ class QualityThresholds(BaseModel):
     """Fraction of words containing a letter below this: tables, numbers, code (Gopher: 0.8)."""
     alpha_ratio_counts_punctuation: bool = False
     """Count each punctuation mark as a word in that fraction, as datatrove's FineWeb-2 filter does (its spaCy
-    tokens include punctuation, so its published per-language thresholds assume it); off: over our words only."""
+    tokens include punctuation, so its published per-language thresholds assume it; Maltese tokens follow its
+    Maltese splitter, "il-" "Parlament"); off: over our words only."""
     max_duplicate_line_ratio: _Ratio = 0.3
     """Fraction of non-empty lines that repeat an earlier line (Gopher: 0.3)."""
     max_duplicate_line_chars_ratio: _Ratio = 0.2
@@ -115,6 +116,9 @@ class QualityThresholds(BaseModel):
     occurs more than once) (Gopher)."""
     dup_ngram_char_ratios: _ngram_ratios(DUP_NGRAM_SIZES) = {5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10}
     """n -> max share of the document's characters inside repeated word n-grams (Gopher)."""
+
+    _maltese_tokens: bool = PrivateAttr(False)
+    """Tokens by Maltese rules where they are counted as FineWeb-2 counts them (set by `for_language("mt")`)."""
 
 
 # Same fields, all optional (None = inherit the global value); built from QualityThresholds so the two
@@ -168,6 +172,7 @@ class QualityConfig(QualityThresholds):
                     if value is not None:
                         values[name] = {**values[name], **value} if isinstance(value, dict) else value
             resolved = self._resolved[lang] = QualityThresholds(**values)
+            resolved._maltese_tokens = lang == "mt"
         return resolved
 
 
@@ -212,10 +217,22 @@ def _duplicate_ngram_chars(words: list[str], starts: list[int], n: int) -> int:
     return chars
 
 
-def _token_alpha_ratio(text: str) -> float:
-    """Share of tokens with a letter, tokens as spaCy (FineWeb-2's word splitter) makes them, approximately: each
+# Maltese tokens as UD Maltese MUDT defines them (universaldependencies.org/mt), which is what FineWeb-2's
+# Maltese word splitter (Stanza, trained on MUDT) makes: the article keeps its hyphen and is a token of its own
+# ("il-" "Parlament"; also its assimilated and fused forms "is-", "tal-", "fil-", "mill-", "għall-": they end in
+# "l" or the consonant it assimilates to), the apostrophe closes a proclitic ("b'" "Malta", "ta'"), and a comma
+# splits a number ("1" "," "500"). FineWeb-2's Maltese stop words ("il-", "tal-", "ta'") are such tokens.
+_MT_ARTICLE = re.compile(r"[^\W\d_]{0,5}[lċdnrstxżzLĊDNRSTXŻZ]")
+_MT_PROCLITIC = re.compile(r"(?i:b|f|m|s|t|ta|sa|bħa|ma)")
+_MT_GLUED = re.compile(r"([^\W\d_]{1,6})(-|'|’)(?=\w)")
+_NUMBER_WITH_COMMAS = re.compile(r"\d+(?:,\d+)+")
+
+
+def _token_alpha_ratio(text: str, maltese: bool = False) -> float:
+    """Share of tokens with a letter, tokens as FineWeb-2's word splitter makes them, approximately. spaCy: each
     whitespace token loses its leading and trailing marks, each of which is a token of its own ("(see", "end.",
-    "“Hi,”"); what is left stays one token ("1,000", "l'homme", "e-mail")."""
+    "“Hi,”"); what is left stays one token ("1,000", "l'homme", "e-mail"). Maltese (`maltese`): MUDT's rules
+    on top (above)."""
     tokens = alpha = 0
     for tok in text.split():
         if tok.isalpha():
@@ -230,6 +247,15 @@ def _token_alpha_ratio(text: str) -> float:
         core = tok[lo:hi]
         tokens += len(tok) - len(core) + (1 if core else 0)
         alpha += any(map(str.isalpha, core))
+        if maltese and core:
+            if hi < len(tok) and tok[hi] in "'’" and _MT_PROCLITIC.fullmatch(core):
+                tokens -= 1  # "ta'" is one token
+            glued = _MT_GLUED.match(core)
+            if glued and (_MT_ARTICLE.fullmatch(glued[1]) if glued[2] == "-" else _MT_PROCLITIC.fullmatch(glued[1])):
+                tokens += 1  # "il-Parlament" is "il-" (the letter the core was counted for) and "Parlament"
+                alpha += any(map(str.isalpha, core[glued.end():]))  # "fl-2020": "2020" has none
+            elif _NUMBER_WITH_COMMAS.fullmatch(core):
+                tokens += 2 * core.count(",")
     return alpha / tokens if tokens else 0.0
 
 
@@ -265,7 +291,7 @@ def check_quality(text: str, t: QualityThresholds, stats: WordStats | None = Non
     if n_ellipses and sum(map(str.endswith, lines, repeat(_ELLIPSES))) / n_lines > t.max_ellipsis_lines_ratio:
         return "ellipsis_lines"
     if t.alpha_ratio_counts_punctuation:
-        if _token_alpha_ratio(text) < t.min_alpha_words_ratio:
+        if _token_alpha_ratio(text, t._maltese_tokens) < t.min_alpha_words_ratio:
             return "alpha_words"
     elif 1.0 - s.digit_words / n_words < t.min_alpha_words_ratio:
         return "alpha_words"

@@ -180,3 +180,25 @@ def test_fineweb2_alpha_ratio_counts_punctuation_marks():
     assert check_quality(text, QualityThresholds(min_words=10, min_alpha_words_ratio=0.7)) is None
     assert check_quality(text, QualityThresholds(min_words=10, min_alpha_words_ratio=0.7,
                                                  alpha_ratio_counts_punctuation=True)) == "alpha_words"
+
+
+def test_maltese_tokens_are_counted_as_fineweb2_counts_them():
+    """FineWeb-2 splits Maltese with Stanza, trained on UD Maltese MUDT: the article keeps its hyphen and is a
+    token ("il-" "Parlament"), so are the proclitics with their apostrophe ("b'" "Malta", "ta'"), and a comma
+    splits a number. Its Maltese threshold (0.823 of tokens with a letter) assumes those tokens; with spaCy's
+    ("il" "-" "Parlament") ordinary Maltese prose falls below it."""
+    from stages.ingest.quality import _token_alpha_ratio
+
+    # Il- Parlament | fl- 2020 | b' Malta | ta' | 1 , 500 | vot . : 12 tokens, 7 with a letter
+    sample = "Il-Parlament fl-2020 b'Malta ta' 1,500 vot."
+    assert _token_alpha_ratio(sample, maltese=True) == 7 / 12
+    assert _token_alpha_ratio(sample) == 5 / 8  # spaCy's way: "ta" and "'", "1,500" whole
+    assert _token_alpha_ratio("l-ex-President", maltese=True) == 1.0  # one article split off, the rest as is
+
+    prose = " ".join(["Il-Kunsill approva l-liġi tal-Kummissjoni għall-ewwel darba, ta' kull sena."] * 8)
+    cfg = QualityConfig.model_validate({"min_words": 10, "alpha_ratio_counts_punctuation": True,
+                                        "max_duplicate_line_ratio": 1.0, "top_ngram_char_ratios": {2: 1.0, 3: 1.0, 4: 1.0},
+                                        "dup_ngram_char_ratios": {n: 1.0 for n in range(5, 11)},
+                                        "per_language": {"mt": {"min_alpha_words_ratio": 0.823}, "it": {"min_alpha_words_ratio": 0.823}}})
+    assert check_quality(prose, cfg.for_language("mt")) is None
+    assert check_quality(prose, cfg.for_language("it")) == "alpha_words"  # the same text by spaCy's rules
