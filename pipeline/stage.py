@@ -126,6 +126,8 @@ class UnitStage(Protocol):
 
     # optional: unit_work(unit, result) -> (amount, name) | None: the work a finished unit did (e.g. documents),
     # for the rate the progress line shows
+    # optional: unit_cost(unit) -> float: the work a unit is expected to do (e.g. bytes to read); the executor
+    # hands units to the engine largest first, so the step does not end waiting on one large unit started last
 
     def summary_markdown(self, manifest: Manifest) -> str: ...
 

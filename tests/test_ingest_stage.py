@@ -229,6 +229,36 @@ def test_planted_near_duplicates_across_files_are_removed(tmp_path, udhr_dir):
     assert rejected[1]["duplicate_of"] == ids[1] and rejected[2]["duplicate_of"] == ids[2]
 
 
+def test_units_go_to_the_engine_largest_first_and_results_keep_their_ids(tmp_path, udhr_dir, monkeypatch):
+    """Engines start units in the order given: the largest first, so a step does not end with one worker alone on
+    a large unit. The order changes nothing in the output."""
+    from pipeline import executor
+
+    src = tmp_path / "src"
+    src.mkdir()
+    docs = [t for t in udhr_docs(udhr_dir, "fr") if len(t.split()) >= 10]
+    for name, (a, b) in (("1.jsonl", (0, 2)), ("2.jsonl", (2, 11)), ("3.jsonl", (11, 16))):  # 2, 9 and 5 documents
+        (src / name).write_text("".join(json.dumps({"text": t}) + "\n" for t in docs[a:b]), encoding="utf-8")
+    cfg = write_config(tmp_path, jsonl_source("web", f"{src}/*.jsonl", "[ingest]\nfiles_per_unit = 1\n[ingest.quality]\nmin_words = 10\n"),
+                       languages='["fr"]')
+    handed: dict[str, list[str]] = {}
+    local = executor.map_units_locally
+
+    def recording(ctx, units):
+        handed[units[0].step] = [u.id for u in units]
+        return local(ctx, units)
+
+    monkeypatch.setattr(executor, "map_units_locally", recording)
+    assert run_ingest(cfg, tmp_path / "run") == 0
+    by_size = sorted(range(3), key=lambda i: -(src / f"{i + 1}.jsonl").stat().st_size)
+    assert handed["documents"] == [f"fr-web-{i:05d}" for i in by_size]  # by bytes
+    assert handed["filter"] == ["fr-web-00001", "fr-web-00002", "fr-web-00000"]  # by documents kept
+    monkeypatch.setattr(executor, "map_units_locally", local)
+    assert run_ingest(cfg, tmp_path / "plain", "--force") == 0  # alphabetical order is not a stage's business
+    assert manifest(tmp_path / "run")["output_digest"] == manifest(tmp_path / "plain")["output_digest"]
+    assert [r["input"] for r in read_lang(tmp_path / "run", "fr")] == ["1.jsonl"] * 2 + ["2.jsonl"] * 9 + ["3.jsonl"] * 5
+
+
 def test_pii_opt_out_and_secrets(tmp_path, udhr_dir):
     it = [t for t in udhr_docs(udhr_dir, "it") if len(t.split()) >= 30][:3]
     docs = [

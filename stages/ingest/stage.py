@@ -76,13 +76,15 @@ class IngestStage:
         units: list[Unit] = []
         for lang, uids in self._ranked_units(ctx, done).items():
             partitions = self._partitions(ctx, done, uids)
+            kept = {uid: done[DOCUMENTS][uid]["stats"]["kept"] for uid in uids}  # what each step's cost follows
             if step in (SIGNATURES, FILTER):
-                units += [Unit(uid, {"lang": lang, "rank": rank, "partitions": partitions}) for rank, uid in enumerate(uids)]
+                units += [Unit(uid, {"lang": lang, "rank": rank, "partitions": partitions, "kept": kept[uid]})
+                          for rank, uid in enumerate(uids)]
             elif step == BUCKETS:
-                units += [Unit(f"{lang}-{p:05d}", {"lang": lang, "partition": p, "partitions": partitions, "units": uids})
-                          for p in range(partitions)]
+                units += [Unit(f"{lang}-{p:05d}", {"lang": lang, "partition": p, "partitions": partitions, "units": uids,
+                                                   "kept": sum(kept.values()) / partitions}) for p in range(partitions)]
             elif step == CLUSTERS and self._settings(ctx).dedup.near:
-                units.append(Unit(lang, {"lang": lang, "partitions": partitions, "units": uids}))
+                units.append(Unit(lang, {"lang": lang, "partitions": partitions, "units": uids, "kept": sum(kept.values())}))
         return units
 
     def _plan_documents(self, ctx: StageContext) -> list[Unit]:
@@ -181,6 +183,13 @@ class IngestStage:
         except InputFailed as e:
             raise InputError(f"stage ingest: {e}") from None
         return {"lang": lang, "source": source.name, "stats": stats.to_dict(), "removed_parts": removed_parts}
+
+    @staticmethod
+    def unit_cost(unit: Unit) -> float:
+        """Bytes to read (documents), else the documents the unit's language or unit kept (the dedup steps)."""
+        if unit.step == DOCUMENTS:
+            return float(sum(Piece.from_dict(d).bytes for d in unit.payload["pieces"]))
+        return float(unit.payload.get("kept", 0))
 
     @staticmethod
     def unit_work(unit: Unit, result: dict[str, Any]) -> tuple[float, str] | None:
