@@ -28,5 +28,7 @@ for _key, _value in {
 #   reuse the heap.
 # - profiler off: each worker samples its task thread's stack every 10 ms for the dashboard's profile page, which
 #   nobody reads here (the local cluster has no dashboard); measured on a 300 MB ingest, 4-7% of the workers' CPU.
-DASK_WORKER_ENV = {"MALLOC_TRIM_THRESHOLD_": str(64 << 20), "MALLOC_MMAP_THRESHOLD_": str(16 << 20)}
+# - Arrow's allocator: jemalloc, as `europa` sets for itself (pipeline/cli.py), for workers started without it.
+DASK_WORKER_ENV = {"MALLOC_TRIM_THRESHOLD_": str(64 << 20), "MALLOC_MMAP_THRESHOLD_": str(16 << 20),
+                   "ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}
 DASK_WORKER_CONFIG = {"distributed.worker.profile.enabled": False}

@@ -13,6 +13,11 @@ import json
 import os
 import sys
 
+# Arrow's buffers from jemalloc, not pyarrow's default mimalloc: ~60 MB less at an ingest worker's peak, same CPU
+# (stages/ingest/stage.py: use_jemalloc_for_arrow). Arrow reads this once, when pyarrow is first imported, so it
+# is set before any import below; the worker processes a run starts inherit it.
+os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
+
 from pipeline.commands import add_run_options, counts, resolve_run, run_stages
 from pipeline.registry import STAGE_NAMES, commands_modules, downstream_of, stage_commands
 

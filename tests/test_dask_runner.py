@@ -154,13 +154,18 @@ def test_dask_slurm_dry_run_prints_the_job_script(capsys):
 def _worker_settings() -> dict:
     import dask
 
-    return {k: os.environ.get(k) for k in ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_")} | {
-        "profile": dask.config.get("distributed.worker.profile.enabled")}
+    import pyarrow as pa
+
+    from flows import DASK_WORKER_ENV
+
+    return {k: os.environ.get(k) for k in DASK_WORKER_ENV} | {
+        "profile": dask.config.get("distributed.worker.profile.enabled"), "arrow": pa.default_memory_pool().backend_name}
 
 
 def test_local_dask_workers_start_with_the_worker_environment(tmp_path, udhr_dir):
-    """What a worker reads once, as it starts (glibc's malloc thresholds, Dask's profiler switch), must reach it
-    before it starts; a worker started without them costs 4-25% more CPU (flows/__init__.py)."""
+    """What a worker reads once, as it starts (glibc's malloc thresholds, Dask's profiler switch, Arrow's
+    allocator), must reach it before it starts; without them a worker costs 4-25% more CPU and ~60 MB more at
+    its peak (flows/__init__.py)."""
     from distributed import Client
 
     from flows import DASK_WORKER_ENV
@@ -170,5 +175,4 @@ def test_local_dask_workers_start_with_the_worker_environment(tmp_path, udhr_dir
     with dask_scheduler(cfg) as address, Client(address) as client:
         seen = list(client.run(_worker_settings).values())
     assert len(seen) == cfg.orchestration.max_workers
-    assert all(s == {"MALLOC_TRIM_THRESHOLD_": DASK_WORKER_ENV["MALLOC_TRIM_THRESHOLD_"],
-                    "MALLOC_MMAP_THRESHOLD_": DASK_WORKER_ENV["MALLOC_MMAP_THRESHOLD_"], "profile": False} for s in seen), seen
+    assert all(s == {**DASK_WORKER_ENV, "profile": False, "arrow": "jemalloc"} for s in seen), seen
