@@ -102,8 +102,9 @@ def dask_scheduler(config: PipelineConfig) -> Iterator[str | None]:
 
         logging.getLogger("distributed").setLevel(logging.WARNING)  # the cluster's lifecycle is not news
         spawn_env = {**dask.config.get("distributed.nanny.pre-spawn-environ"), **DASK_WORKER_ENV}
-        with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn_env, **DASK_WORKER_CONFIG}), LocalCluster(n_workers=o.max_workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                          env=_prefect_api_env()) as cluster:
+        with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn_env, **DASK_WORKER_CONFIG}), \
+                LocalCluster(n_workers=o.max_workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                             env=_prefect_api_env()) as cluster:
             progress.note("dask", f"units run on a local Dask cluster: {o.max_workers} worker processes at {cluster.scheduler_address}")
             yield cluster.scheduler_address
 

@@ -136,7 +136,6 @@ class IngestStage:
     # --- one unit -----------------------------------------------------------------------------------
     def run_unit(self, ctx: StageContext, unit: Unit, out_dir: Path) -> dict[str, Any]:
         settings, p = self._settings(ctx), unit.payload
-        use_jemalloc_for_arrow()
         if unit.step == DOCUMENTS:
             return self._documents(ctx, settings, unit, out_dir)
         cfg = settings.dedup
@@ -341,25 +340,6 @@ class IngestStage:
             "collected": source.collected, "repo": source.repo, "hf_config": source.hf_config,
             "opt_out": source.opt_out.model_dump(mode="json"), "counts": dict(sorted(counts.items())),
         }
-
-
-def use_jemalloc_for_arrow() -> None:
-    """Arrow's buffers from jemalloc, not from pyarrow's default mimalloc, in the process that runs units.
-
-    Why: measured on one 90 MB unit per step, each in a fresh process, mimalloc kept 26 MB more resident from the
-    start and 60 MB more at the peak (the filter step: 301 vs 235-241 MB), at the same CPU time; the peak per
-    worker is what sizes a Dask worker. `europa` sets ARROW_DEFAULT_MEMORY_POOL=jemalloc for itself and its
-    workers before pyarrow loads (pipeline/cli.py), which gets all of it; this switch is for processes started
-    otherwise (a library caller, a test): it gets part of it (286 MB), as mimalloc is already loaded there.
-    ARROW_DEFAULT_MEMORY_POOL, when set, decides; a pyarrow built without jemalloc keeps its default."""
-    import pyarrow as pa
-
-    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL") or pa.default_memory_pool().backend_name == "jemalloc":
-        return
-    try:
-        pa.set_memory_pool(pa.jemalloc_memory_pool())
-    except NotImplementedError:
-        pass
 
 
 def _pack(pieces: list[Piece], max_bytes: int, max_files: int) -> list[list[Piece]]:
