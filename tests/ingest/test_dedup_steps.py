@@ -317,6 +317,37 @@ def test_pair_step_reads_only_its_partition(tmp_path):
     assert peaks[8] < 0.3 * peaks[1], peaks  # memory follows the partition, not the language
 
 
+def test_pair_step_holds_the_band_keys_not_the_band_rows(tmp_path):
+    """A partition's band rows are 22 bytes on disk and were ~52 bytes a row in memory (every column, concatenated);
+    only the keys need to be held all at once to find the few rows that share one."""
+    cfg = DedupConfig()
+    where = layout(tmp_path, 3, 1)
+    for r in range(3):
+        synthetic_kept(tmp_path / f"k{r}.parquet", 12000, r)
+        write_signatures(tmp_path / f"k{r}.parquet", where["signatures"][r], cfg, 1)
+    band_rows = 3 * 12000 * cfg.bands
+    peak = _peak(find_candidate_pairs, where["signatures"], 0, where["pairs"][0], cfg, 1)
+    assert peak < 24 * band_rows, f"{peak / band_rows:.1f} bytes per band row"
+    stats = json.loads((where["pairs"][0] / "stats.json").read_text())
+    assert stats["rows_read"] == band_rows and stats["verified"] == 3 * (12000 // 50 - 1)  # every planted copy
+
+
+def test_candidate_signatures_are_gathered_through_bounded_windows(tmp_path):
+    from stages.ingest.dedup.buckets import _gather_signatures
+
+    cfg = DedupConfig()
+    where = layout(tmp_path, 2, 1)
+    for r in range(2):
+        synthetic_kept(tmp_path / f"k{r}.parquet", 500, r)
+        write_signatures(tmp_path / f"k{r}.parquet", where["signatures"][r], cfg, 1)
+    rng = np.random.default_rng(0)
+    ordinals = [np.unique(rng.integers(0, 500, 120)), np.array([0, 1, 2, 497, 498, 499])]
+    docs = np.concatenate([keys.order_keys(r, o) for r, o in enumerate(ordinals)])
+    expected = np.concatenate([np.load(where["signatures"][r] / "signatures.npy")[o] for r, o in enumerate(ordinals)])
+    for window in (1, 7, 64, 500, 10_000):  # windows ending inside, at and past a unit's last row
+        assert np.array_equal(_gather_signatures(where["signatures"], docs, cfg.num_perm, window_rows=window), expected)
+
+
 def test_signature_step_memory_does_not_grow_with_the_unit(tmp_path):
     cfg = DedupConfig()
     peaks = {}

@@ -9,9 +9,11 @@ documents are kept is decided in step 3; here we emit every verified pair that c
   others were removed by the exact pass before it);
 - every pair of a bucket is a candidate; a pair that shares several bands is emitted only in the lowest band
   it shares (band keys recomputed from the signatures), so each pair appears once in the whole language;
-- verification reads only the candidates' signature rows from the units' memory-mapped signatures.npy.
+- verification reads only the candidates' signature rows from the units' signatures.npy, through memory maps
+  of bounded windows.
 Pairs are generated, filtered and written in chunks of `chunk_pairs`: memory is the partition's band rows
-plus the candidates' signatures plus one chunk, never a language. Note the cost today's greedy avoids: a
+plus the candidates' signatures plus one chunk, never a language; of the band rows only the keys are held
+all at once (`_shared_band_rows`). Note the cost today's greedy avoids: a
 bucket of k documents that pass exact dedup gives k(k-1)/2 candidates (see `stats["largest_bucket"]`).
 
 Output (`out_dir`): pairs.parquet (a, b) with a < b order keys, and stats.json.
@@ -31,7 +33,7 @@ from stages.ingest.minhash import DedupConfig
 
 
 def find_candidate_pairs(units: Sequence[Path], partition: int, out_dir: Path, cfg: DedupConfig, partitions: int,
-                         *, chunk_pairs: int = 65_536, atomic: bool = True) -> dict[str, Any]:
+                         *, chunk_pairs: int = 8192, atomic: bool = True) -> dict[str, Any]:
     """`units`: the step-1 folders of one language, in unit order (their position is the unit rank)."""
     if not 0 <= partition < partitions:
         raise ValueError(f"partition {partition} not in 0..{partitions - 1}")
@@ -97,37 +99,82 @@ def bucket_pairs(band: np.ndarray, key: np.ndarray, exact: np.ndarray, order: np
     return docs, int(sizes.max(initial=0)), chunks()
 
 
-def _gather_signatures(units: list[Path], docs: np.ndarray, num_perm: int) -> np.ndarray:
-    """Signature rows of `docs` (sorted order keys), one unit's memory map at a time."""
+def _gather_signatures(units: list[Path], docs: np.ndarray, num_perm: int, window_rows: int = 16_384) -> np.ndarray:
+    """Signature rows of `docs` (sorted order keys), through memory maps of at most `window_rows` rows.
+
+    Why windows: the file pages a map touches count as the worker's resident memory until the map is closed, and
+    the candidates of a partition touch nearly every page of a unit's signatures.npy (0.5 KB a document: 30 MB
+    for 58k documents measured, ~0.5 GB for a 1 GiB unit). A window holds at most 8 MB of them.
+    """
     out = np.empty((len(docs), num_perm), dtype=np.uint32)
-    ranks = keys.unit_rank(docs)
+    ranks, ordinals = keys.unit_rank(docs), keys.ordinal(docs)
     bounds = np.flatnonzero(np.diff(ranks)) + 1
     for lo, hi in zip(np.concatenate(([0], bounds)), np.concatenate((bounds, [len(docs)]))):
         if lo == hi:
             continue
-        mm = np.load(units[int(ranks[lo])] / files.SIGNATURES, mmap_mode="r")
-        out[lo:hi] = mm[keys.ordinal(docs[lo:hi])]
-        del mm
+        path = units[int(ranks[lo])] / files.SIGNATURES
+        with open(path, "rb") as f:
+            np.lib.format.read_magic(f)
+            (rows, width), _, dtype = np.lib.format.read_array_header_1_0(f)
+            header = f.tell()
+        if width != num_perm:
+            raise ValueError(f"{path}: signatures of {width} hash functions, the settings say {num_perm}")
+        i = lo
+        while i < hi:
+            first = int(ordinals[i])
+            j = lo + int(np.searchsorted(ordinals[lo:hi], first + window_rows))
+            mm = np.memmap(path, dtype=dtype, mode="r", offset=header + first * width * dtype.itemsize,
+                           shape=(min(window_rows, rows - first), width))
+            out[i:j] = mm[ordinals[i:j] - first]
+            del mm
+            i = j
     return out
+
+
+COLUMNS = {"band": np.uint16, "key": np.uint64, "exact": np.uint64, "order": np.uint64}  # of the band rows held
+
+
+def _shared_band_rows(units: list[Path], partition: int) -> tuple[int, list[np.ndarray]]:
+    """(rows in the partition, the COLUMNS of its rows whose band key occurs more than once), in two passes.
+
+    Why two passes: nearly every band key occurs once, and only the rest can form a bucket. Holding all rows'
+    columns to find them took ~52 bytes a row at the peak (a partition of 500k documents x 16 bands: 400 MB);
+    the first pass keeps only the keys (8 bytes a row, sorted in place), the second keeps the rows whose key is
+    shared, reading the partition's records again; both read one flush of step 1 at a time.
+    """
+    def records(unit: Path) -> Iterator[np.ndarray]:  # one flush of step 1 at a time
+        return files.iter_partition(unit, files.BANDS, files.BAND_INDEX, files.BAND_RECORD, partition)
+
+    counts = [files.partition_records(unit, files.BAND_INDEX, partition) for unit in units]
+    all_keys = np.empty(sum(counts), dtype=np.uint64)
+    at = 0
+    for unit in units:
+        for rec in records(unit):
+            all_keys[at:at + len(rec)] = rec["key"]
+            at += len(rec)
+    all_keys.sort()
+    shared = np.unique(all_keys[1:][all_keys[1:] == all_keys[:-1]])
+    del all_keys
+    cols: dict[str, list[np.ndarray]] = {name: [] for name in COLUMNS}
+    for rank, unit in enumerate(units):
+        for rec in records(unit) if len(shared) else ():
+            at_key = np.minimum(np.searchsorted(shared, rec["key"]), len(shared) - 1)
+            rec = rec[shared[at_key] == rec["key"]]
+            for name in ("band", "key", "exact"):
+                cols[name].append(np.ascontiguousarray(rec[name]))
+            cols["order"].append(keys.order_keys(rank, rec["ordinal"]))
+    return sum(counts), [np.concatenate(cols[k]) if cols[k] else np.empty(0, t) for k, t in COLUMNS.items()]
 
 
 def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partitions: int,
           chunk_pairs: int) -> dict[str, Any]:
     settings = files.settings_record(cfg, partitions)
-    cols: dict[str, list[np.ndarray]] = {"band": [], "key": [], "exact": [], "order": []}
-    for rank, unit in enumerate(units):
+    for unit in units:
         files.read_finished(unit, "step-1 folder", settings)
-        if not cfg.near:
-            continue
-        rec = files.read_partition(unit, files.BANDS, files.BAND_INDEX, files.BAND_RECORD, partition)
-        for name in ("band", "key", "exact"):
-            cols[name].append(np.ascontiguousarray(rec[name]))
-        cols["order"].append(keys.order_keys(rank, rec["ordinal"]))
-        del rec
-    dtypes = {"band": np.uint16, "key": np.uint64, "exact": np.uint64, "order": np.uint64}
-    band, key, exact, order = (np.concatenate(v) if v else np.empty(0, dtypes[k]) for k, v in cols.items())
-    del cols
-    rows_read = len(order)
+    if cfg.near:
+        rows_read, (band, key, exact, order) = _shared_band_rows(units, partition)
+    else:
+        rows_read, (band, key, exact, order) = 0, [np.empty(0, t) for t in COLUMNS.values()]
     if not cfg.exact:  # no exact pass before the near pass: copies are separate documents
         exact = order
     docs, largest, chunks = bucket_pairs(band, key, exact, order, chunk_pairs)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -62,17 +62,30 @@ def read_index(unit: Path) -> dict[str, Any]:
     return json.loads((Path(unit) / INDEX).read_text())
 
 
-def read_partition(unit: Path, name: str, index_name: str, dtype: np.dtype, partition: int) -> np.ndarray:
-    """The records of one partition from a step-1 file: its row of the index (a memory map), then one seek and
-    one read per flush that wrote any."""
+def _spans(unit: Path, index_name: str, partition: int) -> np.ndarray:
+    """(first record, records) of one partition in each flush of a step-1 file: its row of the index."""
     index = np.load(Path(unit) / index_name, mmap_mode="r")
-    spans = np.array(index[partition]) if index.shape[1] else np.zeros((0, 2), np.int64)  # (flushes, 2)
-    del index
-    parts = []
+    return np.array(index[partition]) if index.shape[1] else np.zeros((0, 2), np.int64)  # (flushes, 2)
+
+
+def partition_records(unit: Path, index_name: str, partition: int) -> int:
+    """How many records one partition has in a step-1 file, from its index alone."""
+    return int(_spans(unit, index_name, partition)[:, 1].sum())
+
+
+def iter_partition(unit: Path, name: str, index_name: str, dtype: np.dtype, partition: int) -> Iterator[np.ndarray]:
+    """The records of one partition from a step-1 file, one flush at a time (at most step 1's `buffer_rows`):
+    its row of the index (a memory map), then one seek and one read per flush that wrote any."""
+    spans = _spans(unit, index_name, partition)
     with open(Path(unit) / name, "rb") as f:
         for first, count in spans[spans[:, 1] > 0]:
             f.seek(int(first) * dtype.itemsize)
-            parts.append(np.fromfile(f, dtype=dtype, count=int(count)))
+            yield np.fromfile(f, dtype=dtype, count=int(count))
+
+
+def read_partition(unit: Path, name: str, index_name: str, dtype: np.dtype, partition: int) -> np.ndarray:
+    """All the records of one partition from a step-1 file, as one array."""
+    parts = list(iter_partition(unit, name, index_name, dtype, partition))
     return np.concatenate(parts) if parts else np.empty(0, dtype)
 
 
