@@ -437,7 +437,8 @@ def _read_parquet(source: SourceConfig, ref: str, where: Any, piece: Piece) -> I
     row = sum(md.row_group(g).num_rows for g in range(groups[0]))
     columns = [c for c in dict.fromkeys((source.text_field, source.url_field, source.id_field)) if c and c in names]
     try:
-        for batch in pf.iter_batches(row_groups=groups, columns=columns, batch_size=4096):
+        # decoded on this thread: a worker has one core, and Arrow's reader threads keep memory of their own
+        for batch in pf.iter_batches(row_groups=groups, columns=columns, batch_size=4096, use_threads=False):
             for obj in batch.to_pylist():
                 row += 1
                 yield _fields(source, obj, row, ref)

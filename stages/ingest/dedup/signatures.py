@@ -115,7 +115,8 @@ def _write(kept: Path, tmp: Path, cfg: DedupConfig, partitions: int, batch_rows:
     ids_groups: list[int] = []
     start = empty_docs = 0
     band_index = np.arange(cfg.bands, dtype=np.uint16)
-    for batch in pf.iter_batches(batch_size=batch_rows, columns=["id", "signature", "exact_key"]):
+    # decoded on this thread, as in step 4 (filter.py): Arrow's reader threads cost peak memory, not CPU, here
+    for batch in pf.iter_batches(batch_size=batch_rows, columns=["id", "signature", "exact_key"], use_threads=False):
         m = batch.num_rows
         if not m:
             continue
