@@ -25,7 +25,8 @@ def build_cluster(args: argparse.Namespace):
     from dask_jobqueue import SLURMCluster
 
     # the nanny takes these from the environment over its defaults (see DASK_WORKER_ENV)
-    dask_env = {"DASK_" + k.upper().replace(".", "__"): v for k, v in DASK_WORKER_CONFIG.items()}  # Dask's own spelling
+    dask_env = {"DASK_" + k.upper().replace(".", "__").replace("-", "_"): v  # Dask's own spelling ("_" for "-")
+                for k, v in DASK_WORKER_CONFIG.items()}
     prologue = ["export OMP_NUM_THREADS=1", *(f"export {k}={v}" for k, v in {**DASK_WORKER_ENV, **dask_env}.items()),
                 f"cd {Path.cwd()}"]
     if args.prefect_api:

@@ -147,6 +147,7 @@ def test_dask_slurm_dry_run_prints_the_job_script(capsys):
     for needle in ("#SBATCH -A proj", "#SBATCH -p cpu", "#SBATCH --cpus-per-task=48", "#SBATCH --constraint=cpu",
                    "export PREFECT_API_URL=http://login01:4200/api", "export OMP_NUM_THREADS=1",
                    "export MALLOC_TRIM_THRESHOLD_=67108864", "export DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False",
+                   "export DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__INTERVAL=5s",
                    f"{sys.executable} -m distributed.cli.dask_worker", "--nthreads 1", "--nworkers 48"):
         assert needle in script, needle
 
@@ -159,7 +160,9 @@ def _worker_settings() -> dict:
     from flows import DASK_WORKER_ENV
 
     return {k: os.environ.get(k) for k in DASK_WORKER_ENV} | {
-        "profile": dask.config.get("distributed.worker.profile.enabled"), "arrow": pa.default_memory_pool().backend_name}
+        "profile": dask.config.get("distributed.worker.profile.enabled"), "arrow": pa.default_memory_pool().backend_name,
+        "tick": dask.config.get("distributed.admin.tick.interval"),
+        "monitor": dask.config.get("distributed.admin.system-monitor.interval")}
 
 
 def test_local_dask_workers_start_with_the_worker_environment(tmp_path, udhr_dir):
@@ -175,4 +178,5 @@ def test_local_dask_workers_start_with_the_worker_environment(tmp_path, udhr_dir
     with dask_scheduler(cfg) as address, Client(address) as client:
         seen = list(client.run(_worker_settings).values())
     assert len(seen) == cfg.orchestration.max_workers
-    assert all(s == {**DASK_WORKER_ENV, "profile": False, "arrow": "jemalloc"} for s in seen), seen
+    assert all(s == {**DASK_WORKER_ENV, "profile": False, "arrow": "jemalloc", "tick": "500ms", "monitor": "5s"}
+               for s in seen), seen
