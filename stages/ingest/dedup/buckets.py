@@ -11,7 +11,8 @@ documents are kept is decided in step 3; here we emit every verified pair that c
   it shares (band keys recomputed from the signatures), so each pair appears once in the whole language;
 - verification reads only the candidates' signature rows from the units' signatures.npy, through memory maps
   of bounded windows.
-Pairs are generated, filtered and written in chunks of `chunk_pairs`: memory is the partition's band rows
+Pairs are generated, filtered and written in chunks of `chunk_pairs` (verifying a chunk gathers both sides'
+signatures: 8192 pairs x 2 x 512 B = 8 MB; 65,536 were 67 MB): memory is the partition's band rows
 plus the candidates' signatures plus one chunk, never a language; of the band rows only the keys are held
 all at once (`_shared_band_rows`). Note the cost today's greedy avoids: a
 bucket of k documents that pass exact dedup gives k(k-1)/2 candidates (see `stats["largest_bucket"]`).
@@ -156,8 +157,8 @@ def _shared_band_rows(units: list[Path], partition: int) -> tuple[int, list[np.n
     shared = np.unique(all_keys[1:][all_keys[1:] == all_keys[:-1]])
     del all_keys
     cols: dict[str, list[np.ndarray]] = {name: [] for name in COLUMNS}
-    for rank, unit in enumerate(units):
-        for rec in records(unit) if len(shared) else ():
+    for rank, unit in enumerate(units if len(shared) else ()):
+        for rec in records(unit):
             at_key = np.minimum(np.searchsorted(shared, rec["key"]), len(shared) - 1)
             rec = rec[shared[at_key] == rec["key"]]
             for name in ("band", "key", "exact"):
