@@ -1,8 +1,8 @@
 """One Prefect flow per stage, and the parent flow that chains them.
 
-A stage flow calls the same `execute_stage` as the local engine, with a mapper that submits each unit as a
-Prefect task (coarse: a language x a batch of files, never a document) to the task runner `[orchestration]`
-names: threads or processes on this machine, or Dask workers (prefect-dask; docs/scaling.md). Prefect's own
+A stage flow calls the same `execute_stage` as the local engine, with a mapper that submits units as Prefect
+tasks (coarse: a language x a batch of files, never a document; short units bundled, flows/bundles.py) to the
+task runner `[orchestration]` names: threads or processes on this machine, or Dask workers (prefect-dask; docs/scaling.md). Prefect's own
 caching is off: the run directory's unit markers and fingerprints decide what is done, whichever engine ran it.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import queue
 import re
 import time
 from contextlib import contextmanager
@@ -20,9 +21,9 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.context import FlowRunContext
-from prefect.futures import as_completed
 from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
 
+from flows.bundles import BundlePlanner
 from pipeline import progress
 from pipeline.config import PipelineConfig
 from pipeline.executor import RETRIES, execute_stage, execute_unit, report_unit
@@ -33,35 +34,81 @@ from pipeline.runconfig import load_run_config
 from pipeline.stage import StageContext, Unit
 
 
-@task(name="stage-unit", task_run_name="{ctx.stage}:{unit.step}:{unit.id}", cache_policy=NO_CACHE, log_prints=True)
-def unit_task(ctx: StageContext, unit: Unit) -> dict[str, Any]:
-    return execute_unit(ctx, unit)
+IN_FLIGHT_PER_WORKER = 2  # tasks submitted per worker: one running, one waiting, so no worker waits on `europa`
+LOOK_AGAIN_S = 5.0  # how often the mapper asks a Dask scheduler its size again (a cluster that grows or shrinks)
+
+
+@task(name="stage-units", task_run_name="{label}", cache_policy=NO_CACHE, log_prints=True)
+def units_task(ctx: StageContext, units: list[Unit], label: str) -> list[tuple[dict[str, Any], float]]:
+    """The units of one bundle (flows/bundles.py), in order, each with the seconds it took."""
+    timed = []
+    for unit in units:
+        t0 = time.perf_counter()
+        timed.append((execute_unit(ctx, unit), time.perf_counter() - t0))
+    return timed
 
 
 def prefect_mapper(ctx: StageContext, units: list[Unit]) -> list[dict[str, Any]]:
-    """Each unit a task; the first failure is raised at once, except a transient one (a Dask worker lost with
-    its node), after which the unit is submitted again ([orchestration] retries, counted like a unit's own)."""
+    """The units as Prefect tasks, short ones bundled (flows/bundles.py), a few tasks per worker in flight. The
+    first failure is raised at once, except a transient one (a Dask worker lost with its node), after which the
+    bundle is submitted again ([orchestration] retries, counted for each of its units like a unit's own; its
+    finished units are not run again)."""
     o = ctx.config.orchestration
-    pending = {unit_task.submit(ctx, unit): (unit, 0) for unit in units}
+    planner = BundlePlanner(units, getattr(get_stage(ctx.stage), "unit_cost", None))
+    workers = PoolSize(o.max_workers)
+    finished: queue.Queue = queue.Queue()
+    pending: dict[Any, tuple[list[Unit], int]] = {}
     results: dict[str, dict[str, Any]] = {}
-    while pending:
-        for fut in as_completed(list(pending)):
-            unit, tries = pending.pop(fut)
-            try:
-                result = fut.result()
-            except Exception as e:
-                if tries >= o.retries or not is_transient(e):
-                    raise
-                progress.note(ctx.stage, f"unit {unit.id}: {type(e).__name__}: {e}; submitting it again "
-                              f"({tries + 1} of {o.retries})")
-                time.sleep(o.retry_backoff_s * 2**tries)
-                pending[unit_task.submit(ctx, unit)] = (unit, tries + 1)
-                continue
+
+    def submit(bundle: list[Unit], tries: int) -> None:
+        more = f"+{len(bundle) - 1}" if len(bundle) > 1 else ""
+        future = units_task.submit(ctx, bundle, f"{ctx.stage}:{bundle[0].step}:{bundle[0].id}{more}")
+        pending[future] = (bundle, tries)
+        future.add_done_callback(finished.put)
+
+    while planner or pending:
+        width = workers()
+        while planner and len(pending) < IN_FLIGHT_PER_WORKER * width:
+            submit(planner.next_bundle(width), 0)
+        try:
+            future = finished.get(timeout=LOOK_AGAIN_S)
+        except queue.Empty:
+            continue
+        bundle, tries = pending.pop(future)
+        try:
+            timed = future.result()
+        except Exception as e:
+            if tries >= o.retries or not is_transient(e):
+                raise
+            ids = ", ".join(u.id for u in bundle)
+            progress.note(ctx.stage, f"unit(s) {ids}: {type(e).__name__}: {e}; submitting again ({tries + 1} of {o.retries})")
+            time.sleep(o.retry_backoff_s * 2**tries)
+            submit(bundle, tries + 1)
+            continue
+        for unit, (result, seconds) in zip(bundle, timed):
+            planner.observe(unit, seconds)
             if tries:
                 result = {**result, RETRIES: result.get(RETRIES, 0) + tries}
             results[unit.id] = result
             report_unit(ctx, len(results), len(units), unit, result)
     return [results[u.id] for u in units]
+
+
+class PoolSize:
+    """How many units can run at once: the threads of the Dask scheduler's workers (asked again every
+    LOOK_AGAIN_S: a dask-jobqueue cluster grows as its jobs start), else `max_workers` on this machine."""
+
+    def __init__(self, max_workers: int):
+        self._size, self._asked = max_workers, -LOOK_AGAIN_S
+        runner = FlowRunContext.get().task_runner if FlowRunContext.get() else None
+        from prefect_dask import DaskTaskRunner
+
+        self._client = runner.client if isinstance(runner, DaskTaskRunner) else None
+
+    def __call__(self) -> int:
+        if self._client is not None and time.monotonic() - self._asked >= LOOK_AGAIN_S:
+            self._size, self._asked = max(1, sum(self._client.nthreads().values())), time.monotonic()
+        return self._size
 
 
 # The stages whose units task_runner = "dask" sends to Dask workers (CPU work, files in, files out). The later

@@ -3,8 +3,10 @@ and a run reporting to a separately started `prefect server start`."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -29,6 +31,19 @@ def _config(tmp_path: Path, udhr_dir: Path, runner: str) -> Path:
     return cfg
 
 
+def _ingest_task_runs() -> dict[str, str]:
+    """Every ingest task run the Prefect API knows: id -> name."""
+    from prefect import get_client
+
+    runs: dict[str, str] = {}
+    with get_client(sync_client=True) as client:
+        for offset in itertools.count(0, 200):  # the API pages by 200 at most
+            page = client.read_task_runs(limit=200, offset=offset)
+            runs.update({str(t.id): t.name for t in page if t.name.startswith("ingest:")})
+            if len(page) < 200:
+                return runs
+
+
 def test_prefect_flow_runs_units_as_tasks_and_leaves_an_artifact(prefect_harness, tmp_path, udhr_dir):
     from prefect.artifacts import Artifact
 
@@ -36,6 +51,7 @@ def test_prefect_flow_runs_units_as_tasks_and_leaves_an_artifact(prefect_harness
     (tmp_path / "p").mkdir()
     threads = _config(tmp_path / "t", udhr_dir, "threads")
     processes = _config(tmp_path / "p", udhr_dir, "processes")
+    before = _ingest_task_runs()  # the harness's server is shared with other tests
     assert main(["run", "--config", str(threads), "--run-dir", str(tmp_path / "run-t"), "--to", "shards"]) == 0
     assert main(["run", "--config", str(processes), "--run-dir", str(tmp_path / "run-p"), "--to", "shards"]) == 0
     m_t = json.loads((tmp_path / "run-t" / "ingest" / "manifest.json").read_text())
@@ -51,6 +67,13 @@ def test_prefect_flow_runs_units_as_tasks_and_leaves_an_artifact(prefect_harness
 
     artifact = Artifact.get(artifact_key(RunDir(tmp_path / "run-p"), "ingest-summary"))
     assert artifact is not None and "| mt |" in artifact.data and "documents kept" in artifact.data
+
+    # short units shared tasks (flows/bundles.py: "<stage>:<step>:<first unit>+<more>"), each unit run once
+    names = [n for tid, n in _ingest_task_runs().items() if tid not in before]
+    units_run = sum(1 + int(n.rpartition("+")[2]) if "+" in n else 1 for n in names)
+    logs = "".join(f.read_text() for run in ("run-t", "run-p") for f in (tmp_path / run / "logs").glob("*.log"))
+    units_planned = sum(int(n) for n in re.findall(r"\[ingest\] step \w+: (\d+) unit", logs))
+    assert units_run == units_planned and len(names) < units_planned, names
 
 
 def test_process_pool_workers_report_to_the_flows_temporary_server(tmp_path, udhr_dir):
