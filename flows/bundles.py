@@ -53,11 +53,9 @@ class BundlePlanner:
         cost = self._cost(bundle[0])
         rate = self.seconds_per_cost()
         if rate is not None:  # else nothing is known yet: alone
-            if rate > 0:
-                tail = max(self._left_cost / (TAIL_SHARE * max(workers, 1)), MIN_S / rate)
-                budget = min(self._target_s / rate, tail)
-            else:  # the finished units took no measurable time (done before: a resumed step)
-                budget = self._left_cost / (TAIL_SHARE * max(workers, 1))
+            share = self._left_cost / (TAIL_SHARE * max(workers, 1))
+            # rate 0: the finished units took no measurable time (done before: a resumed step), so the share decides
+            budget = min(self._target_s / rate, max(share, MIN_S / rate)) if rate > 0 else share
             budget *= 1 + 1e-9  # measured seconds are sums of floats: 20 x 0.1 s must fit 2 s
             while self._left and len(bundle) < MAX_UNITS and cost + self._cost(self._left[0]) <= budget:
                 cost += self._cost(self._left[0])

@@ -2,8 +2,8 @@
 
 A stage flow calls the same `execute_stage` as the local engine, with a mapper that submits units as Prefect
 tasks (coarse: a language x a batch of files, never a document; short units bundled, flows/bundles.py) to the
-task runner `[orchestration]` names: threads or processes on this machine, or Dask workers (prefect-dask; docs/scaling.md). Prefect's own
-caching is off: the run directory's unit markers and fingerprints decide what is done, whichever engine ran it.
+task runner `[orchestration]` names: threads or processes on this machine, or Dask workers (prefect-dask;
+docs/scaling.md). Prefect's own caching is off: the run directory's unit markers and fingerprints decide what is done, whichever engine ran it.
 """
 
 from __future__ import annotations
@@ -100,8 +100,10 @@ class PoolSize:
 
     def __init__(self, max_workers: int):
         self._size, self._asked = max_workers, -LOOK_AGAIN_S
-        runner = FlowRunContext.get().task_runner if FlowRunContext.get() else None
-        from prefect_dask import DaskTaskRunner
+        from prefect_dask import DaskTaskRunner  # here, as in task_runner: runs without Dask never import it
+
+        flow_run = FlowRunContext.get()
+        runner = flow_run.task_runner if flow_run else None
 
         self._client = runner.client if isinstance(runner, DaskTaskRunner) else None
 
