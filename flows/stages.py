@@ -16,7 +16,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from flows import DASK_WORKER_CONFIG, DASK_WORKER_ENV  # importing flows first sets the offline defaults before Prefect loads
+import flows  # noqa: F401  importing flows first sets the offline defaults before Prefect loads
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
@@ -24,6 +24,8 @@ from prefect.context import FlowRunContext
 from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
 
 from flows.bundles import BundlePlanner
+from flows.dask_cluster import DATA_STAGES, dask_scheduler, discard_early, started_early
+from flows.temporary_server import reporting_to, temporary_server
 from pipeline import progress
 from pipeline.config import PipelineConfig
 from pipeline.executor import RETRIES, execute_stage, execute_unit, report_unit
@@ -113,11 +115,6 @@ class PoolSize:
         return self._size
 
 
-# The stages whose units task_runner = "dask" sends to Dask workers (CPU work, files in, files out). The later
-# stages' few units start or follow the training job and read its checkpoints: they stay on this machine.
-DATA_STAGES = ("ingest", "tokenizer", "shards")
-
-
 def task_runner(config: PipelineConfig, dask_address: str | None = None):
     """The Prefect task runner `[orchestration]` asks for; dask needs the scheduler's address (see dask_scheduler)."""
     o = config.orchestration
@@ -128,48 +125,6 @@ def task_runner(config: PipelineConfig, dask_address: str | None = None):
     if o.task_runner == "processes":
         return ProcessPoolTaskRunner(max_workers=o.max_workers)
     return ThreadPoolTaskRunner(max_workers=o.max_workers)
-
-
-@contextmanager
-def dask_scheduler(config: PipelineConfig) -> Iterator[str | None]:
-    """The Dask scheduler the stages of one pipeline run share: `dask_address` when set (a cluster someone else
-    started, e.g. dask-jobqueue on Slurm), else a local cluster of `max_workers` processes with one thread each,
-    started once so every stage reuses its warm workers. None for the other task runners."""
-    o = config.orchestration
-    if o.task_runner != "dask":
-        yield None
-    elif o.dask_address:
-        progress.note("dask", f"units run on the Dask scheduler at {o.dask_address}")
-        api = _prefect_api_env().get("PREFECT_API_URL", "")
-        if _is_loopback(api) and not _is_loopback(o.dask_address):
-            progress.note("dask", f"warning: this flow reports to the Prefect API at {api}, which workers on other "
-                          f"machines cannot reach; start a server they can (docs/scaling.md) and set PREFECT_API_URL")
-        yield o.dask_address
-    else:
-        import dask
-        from distributed import LocalCluster
-
-        logging.getLogger("distributed").setLevel(logging.WARNING)  # the cluster's lifecycle is not news
-        spawn_env = {**dask.config.get("distributed.nanny.pre-spawn-environ"), **DASK_WORKER_ENV}
-        with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn_env, **DASK_WORKER_CONFIG}), \
-                LocalCluster(n_workers=o.max_workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                             env=_prefect_api_env()) as cluster:
-            progress.note("dask", f"units run on a local Dask cluster: {o.max_workers} worker processes at {cluster.scheduler_address}")
-            yield cluster.scheduler_address
-
-
-def _prefect_api_env() -> dict[str, str]:
-    """Point local Dask workers at the API this flow reports to. Without it, a worker of a run with no
-    PREFECT_API_URL (Prefect's temporary server) would start a temporary server of its own, and its task runs
-    would never show up in the flow's."""
-    ctx = FlowRunContext.get()
-    url = str(ctx.client.api_url) if ctx is not None and ctx.client is not None else ""
-    return {"PREFECT_API_URL": url} if url.startswith("http") and "ephemeral-prefect" not in url else {}
-
-
-def _is_loopback(url: str) -> bool:
-    host = url.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0]
-    return host in ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 # The configuration a pipeline run was started with, by run directory, for the flows of this process: the
@@ -207,48 +162,32 @@ STAGE_FLOWS = {name: flow(name=name, flow_run_name=f"{name}", log_prints=True)(_
 
 def run_stages(run_dir: RunDir, config: PipelineConfig, stages: list[str], forced: list[str]) -> list[dict[str, Any]]:
     """The Prefect engine (pipeline/registry.py ENGINES): the parent flow over the stages' flows, named after the
-    run; Prefect's own console messages go to the run's log file (pipeline/commands.py run_log), not the terminal."""
-    _CONFIGS[str(run_dir.path)] = config
+    run; Prefect's own console messages go to the run's log file (pipeline/commands.py run_log), not the terminal.
+
+    Without PREFECT_API_URL the run starts Prefect's temporary server (flows/temporary_server.py) and makes its
+    URL the run's API URL, so that the processes the flow starts report to it too. Why the URL: a
+    ProcessPoolTaskRunner worker receives the parent's settings, which name no API when the server is the
+    temporary one, so each worker process started a temporary server of its own (a uvicorn each, all writing the
+    one SQLite database under PREFECT_HOME): measured on a 3 MB ingest with 2 workers, 43 CPU s in all with
+    three servers, 31 CPU s with one, on a 2-core machine where that CPU is taken from the workers. A local Dask
+    cluster starts while the server does (flows/dask_cluster.py)."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
+
+    key = str(run_dir.path)
+    _CONFIGS[key] = config
     try:
-        with prefect_console_to_run_log(), temporary_server_for_every_process():
+        with prefect_console_to_run_log(), temporary_server() as server, \
+                started_early(config, key, stages, server.api_url if server else PREFECT_API_URL.value() or None,
+                              modules=["prefect.task_engine", __name__]):
             named = pipeline_flow.with_options(flow_run_name=f"{run_dir.path.name}: {' -> '.join(stages)}")
-            return named(str(run_dir.path), stages, forced)
+            if server is None:
+                return named(key, stages, forced)
+            server.wait(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
+            discard_early(key, server.api_url)
+            with reporting_to(server.api_url):
+                return named(key, stages, forced)
     finally:
-        _CONFIGS.pop(str(run_dir.path), None)
-
-
-@contextmanager
-def temporary_server_for_every_process() -> Iterator[None]:
-    """Start Prefect's temporary API server (when it would start one: no PREFECT_API_URL) and make its URL the
-    API URL of this run, so that the processes the flow starts report to it too.
-
-    Why the URL: a ProcessPoolTaskRunner worker receives the parent's settings, which name no API when the server
-    is the temporary one, so each worker process started a temporary server of its own (a uvicorn each, all
-    writing the one SQLite database under PREFECT_HOME): measured on a 3 MB ingest with 2 workers, 43 CPU s in
-    all with three servers, 31 CPU s with one, on a 2-core machine where that CPU is taken from the workers.
-
-    Why SIGINT is blocked while it starts (its process inherits the mask): a Ctrl-C on the terminal reaches
-    every process of the foreground group; without this it also ended the server, and the flow engine then spent
-    minutes retrying to record the interrupted flow runs against it instead of exiting (the first Ctrl-C did not
-    stop `europa stage pretrain` following a Slurm job). The server still stops on SIGTERM, as Prefect stops it
-    at exit; a Ctrl-C pressed while it starts is delivered right after."""
-    import signal
-
-    from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED, temporary_settings
-
-    if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
-        yield
-        return
-    server = SubprocessASGIServer()  # the instance Prefect's clients use
-    if not server.running:
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
-            server.start()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-    with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
-        yield
+        _CONFIGS.pop(key, None)
 
 
 @contextmanager
@@ -291,7 +230,7 @@ def pipeline_flow(run_dir: str, stages: list[str], forced: list[str]) -> list[di
     results = []
     data, later = [s for s in stages if s in DATA_STAGES], [s for s in stages if s not in DATA_STAGES]
     if data:  # a local Dask cluster lives only as long as the data stages
-        with dask_scheduler(config) as address:
+        with dask_scheduler(config, run_dir) as address:
             runner = task_runner(config, address)
             results += [STAGE_FLOWS[name].with_options(task_runner=runner)(run_dir, force=name in forced) for name in data]
     if later:

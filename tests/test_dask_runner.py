@@ -130,7 +130,8 @@ def test_dask_address_needs_the_dask_runner(tmp_path):
     cfg.write_text(text.replace('engine = "prefect"', 'engine = "prefect"\ntask_runner = "dask"'))
     config = load_config(cfg)
     assert config.to_dict()["orchestration"]["dask_address"] == "tcp://10.1.2.3:8786"
-    from flows.stages import dask_scheduler, task_runner
+    from flows.dask_cluster import dask_scheduler
+    from flows.stages import task_runner
 
     with dask_scheduler(config) as address:  # a given scheduler is used as is: nothing started here
         runner = task_runner(config, address)
@@ -172,7 +173,7 @@ def test_local_dask_workers_start_with_the_worker_environment(tmp_path, udhr_dir
     from distributed import Client
 
     from flows import DASK_WORKER_ENV
-    from flows.stages import dask_scheduler
+    from flows.dask_cluster import dask_scheduler
 
     cfg = load_config(_config(tmp_path / "d", udhr_dir, 'task_runner = "dask"'))
     with dask_scheduler(cfg) as address, Client(address) as client:

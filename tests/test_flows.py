@@ -76,18 +76,46 @@ def test_prefect_flow_runs_units_as_tasks_and_leaves_an_artifact(prefect_harness
     assert units_run == units_planned and len(names) < units_planned, names
 
 
-def test_process_pool_workers_report_to_the_flows_temporary_server(tmp_path, udhr_dir):
-    """Without PREFECT_API_URL, `europa` starts one temporary server; the process pool's workers must use it,
-    not start one each (each costs a uvicorn's CPU, taken from the workers on a small machine)."""
+@pytest.mark.parametrize("runner", ["processes", "dask"])
+def test_workers_report_to_the_flows_temporary_server(tmp_path, udhr_dir, runner):
+    """Without PREFECT_API_URL, `europa` starts one temporary server; the process pool's workers, and the local
+    Dask cluster's (started while the server starts, flows/dask_cluster.py), must use it, not start one each
+    (each costs a uvicorn's CPU, taken from the workers on a small machine)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
-    cfg = _config(tmp_path, udhr_dir, "processes")
+    cfg = _config(tmp_path, udhr_dir, runner)
     run = subprocess.run([sys.executable, "-m", "pipeline.cli", "stage", "ingest", "--config", str(cfg), "--run-dir", str(tmp_path / "run")],
                          env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
-    everything = run.stdout + run.stderr + "".join(p.read_text() for p in (tmp_path / "run" / "logs").glob("*.log"))
+    log = "".join(p.read_text() for p in (tmp_path / "run" / "logs").glob("*.log"))
+    everything = run.stdout + run.stderr + log
     assert everything.count("Starting temporary server") == 1, everything[-3000:]
     assert "ingest:filter:" in everything  # the workers' task runs were logged (to the flow's server)
+    assert "Error logging to API" not in everything  # what the flow logged was sent before the server stopped
+    if runner == "dask":
+        assert log.count("units run on a local Dask cluster") == 1, log[-3000:]  # the early one, taken over
+
+
+def test_temporary_server_moves_when_its_port_is_taken(tmp_path, monkeypatch):
+    """A port chosen free can be taken before the server binds it; the server then starts on another one, and
+    its new URL is what the run reports to (run_stages compares it with the one the Dask workers were given)."""
+    from flows.temporary_server import TemporaryServer
+
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect-home"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        server = TemporaryServer()
+        server.port = taken.getsockname()[1]
+        first = server.api_url
+        server.start()
+        try:
+            server.wait(timeout_s=120)
+            assert server.api_url != first
+            with urllib.request.urlopen(f"{server.api_url}/health", timeout=10) as answer:
+                assert answer.status == 200
+        finally:
+            server.stop()
 
 
 def _free_port() -> int:
