@@ -46,7 +46,7 @@ class LocalDaskCluster:
         # Futures, kept so the imports are not cancelled; units submitted meanwhile wait behind them.
         self._imports = [self._client.submit(import_stage_code, list(modules), list(stages), workers=[w], pure=False,
                                              key=f"imports-{w}")
-                         for w in self._client.scheduler_info()["workers"]]
+                         for w in self._client.scheduler_info()["workers"]] if modules or stages else []
         progress.note("dask", f"units run on a local Dask cluster: {o.max_workers} worker processes at {self.address}")
 
     def close(self) -> None:

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-PORT_TAKEN = 3  # uvicorn's exit status when it cannot bind its port (another process took it meanwhile)
+STARTUP_FAILURE = 3  # uvicorn's exit status when it could not bind its port or its app did not start
 STOP_WAIT_S = 5.0  # as Prefect's own: SIGTERM, then SIGKILL after this long
 DRAIN_WAIT_S = 10.0  # for the logs and events this process has not sent yet
 
@@ -64,32 +64,31 @@ class TemporaryServer:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
     def wait(self, timeout_s: float) -> None:
-        """Until the server answers. A port taken between choosing it and binding it makes the server exit with
-        PORT_TAKEN: it starts again on another port (so `api_url` changes; callers that handed it out compare)."""
-        import httpx
+        """Until the server answers. uvicorn exits with STARTUP_FAILURE both when its port was taken between
+        choosing it and binding it, and when the app itself failed to start (its database, say): only the first
+        starts it again, on another port (so `api_url` changes; callers that handed it out compare)."""
+        from flows.server import responds
+        from pipeline.errors import EuropaError
 
         deadline = time.monotonic() + timeout_s
-        with httpx.Client() as client:
-            while True:
-                status = self._process.poll()
-                if status == PORT_TAKEN:
-                    self.port = _free_port()
-                    self.start()
-                    continue
-                if status is not None:
-                    raise RuntimeError(f"Prefect's temporary server exited with status {status} before it answered; "
-                                       f"its messages are above. Start one yourself (`prefect server start`) and set "
-                                       f"PREFECT_API_URL, or see docs/scaling.md")
-                try:
-                    if client.get(f"{self.api_url}/health", timeout=2.0).status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"Prefect's temporary server did not answer at {self.api_url} within "
-                                       f"{timeout_s:.0f} s (PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS)")
-                time.sleep(0.1)
+        while True:
+            status = self._process.poll()
+            if status == STARTUP_FAILURE and not _is_free(self.port) and time.monotonic() < deadline:
+                self.port = _free_port()
+                self.start()
+                continue
+            if status is not None:
+                self._process = None
+                raise EuropaError(f"Prefect's temporary server exited with status {status} before it answered; "
+                                  f"its messages are above. Start one yourself (`prefect server start`) and set "
+                                  f"PREFECT_API_URL, or see docs/scaling.md")
+            if responds(self.api_url, timeout=2.0):
+                return
+            if time.monotonic() > deadline:
+                self.stop()
+                raise EuropaError(f"Prefect's temporary server did not answer at {self.api_url} within "
+                                  f"{timeout_s:.0f} s (PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS)")
+            time.sleep(0.1)
 
     def stop(self) -> None:
         if self._process is None:
@@ -155,3 +154,12 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _is_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True

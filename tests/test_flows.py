@@ -96,6 +96,21 @@ def test_workers_report_to_the_flows_temporary_server(tmp_path, udhr_dir, runner
         assert log.count("units run on a local Dask cluster") == 1, log[-3000:]  # the early one, taken over
 
 
+def test_a_temporary_server_that_cannot_start_ends_the_run_with_one_message(tmp_path, udhr_dir):
+    """uvicorn exits with the same status for an app that failed to start as for a taken port; the first must
+    end the run with the fix named, not start the server again on port after port."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    env["PREFECT_API_DATABASE_CONNECTION_URL"] = f"sqlite+aiosqlite:///{tmp_path}/missing/prefect.db"
+    cfg = _config(tmp_path, udhr_dir, "threads")
+    run = subprocess.run([sys.executable, "-m", "pipeline.cli", "stage", "ingest", "--config", str(cfg), "--run-dir", str(tmp_path / "run")],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1, run.stderr[-2000:]
+    assert ("europa: error: Prefect's temporary server exited with status 3 before it answered; its messages are "
+            "above. Start one yourself (`prefect server start`) and set PREFECT_API_URL") in run.stderr, run.stderr[-2000:]
+    assert run.stderr.count("Application startup failed") == 1, run.stderr[-2000:]
+
+
 def test_temporary_server_moves_when_its_port_is_taken(tmp_path, monkeypatch):
     """A port chosen free can be taken before the server binds it; the server then starts on another one, and
     its new URL is what the run reports to (run_stages compares it with the one the Dask workers were given)."""
