@@ -17,6 +17,9 @@ Measured per run, from outside (`europa` is a child process; its process tree is
   MB/s wall             input MB / wall seconds; 1 -> 2 workers = wall(1) / wall(2) of the same runner
   recall, precision     per family (an original and its copies): a planted pair is resolved when not both
                         documents were kept; precision = duplicates whose duplicate_of is in their own family
+Measured before and after the runs (bench/machine_scaling.py): how much two processes at once get done against
+one on this machine, the ceiling of any 1 -> 2 ratio here (2.00 on two free cores; less on SMT siblings or a
+busy host).
 Goals (issue 14): peak RSS flat (largest <= 1.3x the 100x run) and <= 1.5 GB; >= 6 MB/s per core; 1 -> 2
 workers >= 1.8x; recall >= 0.95, precision >= 0.99; no exact group kept twice.
 
@@ -44,6 +47,7 @@ RESULTS = ROOT / "bench" / "results"
 DEMO_BYTES = 298_274  # the demo's input: the UDHR's 744 documents in 24 languages (bytes_in of configs/demo.toml)
 GOALS = {"rss_gb": 1.5, "rss_flat": 1.3, "mb_per_core": 6.0, "speedup": 1.8, "recall": 0.95, "precision": 0.99}
 
+from bench.machine_scaling import describe, machine_scaling  # noqa: E402
 from bench.scale_corpus import write_corpus  # noqa: E402
 
 RUNNERS = {"p1": ("processes", 1), "p2": ("processes", 2), "d1": ("dask", 1), "d2": ("dask", 2)}
@@ -211,6 +215,9 @@ def main() -> int:
     sizes = [int(x) for x in args.sizes.split(",")]
     results = json.loads(args.json.read_text()) if args.json.exists() else {}
     results.setdefault("runs", {})
+    # the machine's own 1 -> 2 ceiling, before and after the runs (a VM's speed drifts): this invocation's only
+    results["machine"] = [machine_scaling()]
+    print(describe(results["machine"][0]), file=sys.stderr, flush=True)
     for size in sizes:
         corpus = args.work / f"corpus-{size}x"
         t0 = time.perf_counter()
@@ -230,6 +237,8 @@ def main() -> int:
                 results["runs"][f"{size}x-{name}"] = combine(rounds[name])
                 args.json.parent.mkdir(parents=True, exist_ok=True)
                 args.json.write_text(json.dumps(results, indent=1))
+    results["machine"].append(machine_scaling())
+    args.json.write_text(json.dumps(results, indent=1))
     print_table(results)
     return 0
 
@@ -291,6 +300,8 @@ def print_table(results: dict) -> None:
                                 for m in (one, two) if len(m.get("wall_rounds_s", [])) > 1)
                 lines.append(f"1 -> 2 workers ({'processes' if runner == 'p' else 'dask'}, {size}x): "
                              f"{one['wall_s'] / two['wall_s']:.2f}x{' (fastest rounds' + walls + ')' if walls else ''}")
+    for m in results.get("machine", []):
+        lines.append(describe(m) + ": the ceiling of the 1 -> 2 ratios above")
     peaks = {s: max(m["worker"] for m in runs.values() if m["size"] == s) for s in sizes}
     if 100 in peaks and len(sizes) > 1:
         lines.append(f"worker peak, largest / 100x: {peaks[max(sizes)] / peaks[100]:.2f} (goal <= {GOALS['rss_flat']}); "
