@@ -60,8 +60,22 @@ def local_digests(tmp_path_factory, udhr_dir) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_local_dask_cluster_gives_the_local_engines_outputs(prefect_harness, local_digests, tmp_path, udhr_dir, notes):
+    import psutil
+
+    def workers() -> set[int]:  # the nannies and their workers are multiprocessing's spawned children
+        pids = set()
+        for p in psutil.Process().children(recursive=True):
+            try:
+                if "spawn_main" in " ".join(p.cmdline()):
+                    pids.add(p.pid)
+            except psutil.Error:  # ended meanwhile
+                pass
+        return pids
+
     cfg = _config(tmp_path / "dask", udhr_dir, 'task_runner = "dask"')
+    before = workers()
     assert main(["run", "--config", str(cfg), "--run-dir", str(tmp_path / "run"), "--to", "shards"]) == 0
+    assert workers() <= before  # the cluster, closed while the later stages ran, was waited for
     assert any("units run on a local Dask cluster: 2 worker processes" in line for line in notes)
     assert _digests(tmp_path / "run") == local_digests  # the runner changes how, never what
     ingest = json.loads((tmp_path / "run" / "ingest" / "manifest.json").read_text())
