@@ -300,8 +300,8 @@ def print_table(results: dict) -> None:
                                 for m in (one, two) if len(m.get("wall_rounds_s", [])) > 1)
                 lines.append(f"1 -> 2 workers ({'processes' if runner == 'p' else 'dask'}, {size}x): "
                              f"{one['wall_s'] / two['wall_s']:.2f}x{' (fastest rounds' + walls + ')' if walls else ''}")
-    for m in results.get("machine", []):
-        lines.append(describe(m) + ": the ceiling of the 1 -> 2 ratios above")
+    for when, m in zip(("before the runs", "after the runs"), results.get("machine", [])):
+        lines.append(f"{when}, {describe(m)}: the ceiling of the 1 -> 2 ratios above")
     peaks = {s: max(m["worker"] for m in runs.values() if m["size"] == s) for s in sizes}
     if 100 in peaks and len(sizes) > 1:
         lines.append(f"worker peak, largest / 100x: {peaks[max(sizes)] / peaks[100]:.2f} (goal <= {GOALS['rss_flat']}); "
