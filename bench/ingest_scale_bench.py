@@ -18,8 +18,8 @@ Measured per run, from outside (`europa` is a child process; its process tree is
   recall, precision     per family (an original and its copies): a planted pair is resolved when not both
                         documents were kept; precision = duplicates whose duplicate_of is in their own family
 Measured before and after the runs (bench/machine_scaling.py): how much two processes at once get done against
-one on this machine, the ceiling of any 1 -> 2 ratio here (2.00 on two free cores; less on SMT siblings or a
-busy host).
+one on this machine at that time (2.00 on two free cores; less on SMT siblings or a busy host), beside which
+the 1 -> 2 ratios are read.
 Goals (issue 14): peak RSS flat (largest <= 1.3x the 100x run) and <= 1.5 GB; >= 6 MB/s per core; 1 -> 2
 workers >= 1.8x; recall >= 0.95, precision >= 0.99; no exact group kept twice.
 
@@ -215,7 +215,7 @@ def main() -> int:
     sizes = [int(x) for x in args.sizes.split(",")]
     results = json.loads(args.json.read_text()) if args.json.exists() else {}
     results.setdefault("runs", {})
-    # the machine's own 1 -> 2 ceiling, before and after the runs (a VM's speed drifts): this invocation's only
+    # what the machine itself gives from 1 to 2 processes, before and after the runs (a VM's speed drifts): this invocation's only
     results["machine"] = [machine_scaling()]
     print(describe(results["machine"][0]), file=sys.stderr, flush=True)
     for size in sizes:
@@ -301,7 +301,7 @@ def print_table(results: dict) -> None:
                 lines.append(f"1 -> 2 workers ({'processes' if runner == 'p' else 'dask'}, {size}x): "
                              f"{one['wall_s'] / two['wall_s']:.2f}x{' (fastest rounds' + walls + ')' if walls else ''}")
     for when, m in zip(("before the runs", "after the runs"), results.get("machine", [])):
-        lines.append(f"{when}, {describe(m)}: the ceiling of the 1 -> 2 ratios above")
+        lines.append(f"{when}, {describe(m)}: what the machine itself gave then, beside the 1 -> 2 ratios above")
     peaks = {s: max(m["worker"] for m in runs.values() if m["size"] == s) for s in sizes}
     if 100 in peaks and len(sizes) > 1:
         lines.append(f"worker peak, largest / 100x: {peaks[max(sizes)] / peaks[100]:.2f} (goal <= {GOALS['rss_flat']}); "

@@ -1,5 +1,5 @@
-"""How much faster this machine does two processes' CPU work than one's: the ceiling of any 1 -> 2 workers ratio
-measured on it.
+"""How much faster this machine does two processes' CPU work than one's, at the time it is measured: what the
+machine itself allows a 1 -> 2 workers ratio measured beside it.
 
 Why: issue 14 asks for 1 -> 2 workers >= 1.8x end to end, and on the 2-core development VM the same code gave
 1.68-2.04x from round to round. A VM's two vCPUs are not always two cores' worth (SMT siblings, a busy host), and
