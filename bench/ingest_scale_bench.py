@@ -17,9 +17,14 @@ Measured per run, from outside (`europa` is a child process; its process tree is
   MB/s wall             input MB / wall seconds; 1 -> 2 workers = wall(1) / wall(2) of the same runner
   recall, precision     per family (an original and its copies): a planted pair is resolved when not both
                         documents were kept; precision = duplicates whose duplicate_of is in their own family
-Measured before and after the runs (bench/machine_scaling.py): how much two processes at once get done against
-one on this machine at that time (2.00 on two free cores; less on SMT siblings or a busy host), beside which
-the 1 -> 2 ratios are read.
+Measured before and after the runs, beside which the table is read (this VM's speed has moved by 2x from one day
+to the next, and by tens of % within minutes):
+  scaling               how much two processes at once get done against one on this machine at that time
+                        (bench/machine_scaling.py; 2.00 on two free cores, less on SMT siblings or a busy host)
+  chain alone           MB/s per core of the document chain alone (normalize, language ID, quality filters, PII;
+                        bench/ingest_bench.py's run_chain, one process, fastest of 3) on the first documents of each
+                        language of the corpus: how fast this machine runs the same code now (issue 14 quotes 7.8-11
+                        for the day it was filed; 15.5-16.1 were measured on 2026-11-29/30)
 Goals (issue 14): peak RSS flat (largest <= 1.3x the 100x run) and <= 1.5 GB; >= 6 MB/s per core; 1 -> 2
 workers >= 1.8x; recall >= 0.95, precision >= 0.99; no exact group kept twice.
 
@@ -48,6 +53,7 @@ DEMO_BYTES = 298_274  # the demo's input: the UDHR's 744 documents in 24 languag
 GOALS = {"rss_gb": 1.5, "rss_flat": 1.3, "mb_per_core": 6.0, "speedup": 1.8, "recall": 0.95, "precision": 0.99}
 
 from bench.machine_scaling import describe, machine_scaling  # noqa: E402
+from bench.ingest_bench import run_chain, timed  # noqa: E402
 from bench.scale_corpus import write_corpus  # noqa: E402
 
 RUNNERS = {"p1": ("processes", 1), "p2": ("processes", 2), "d1": ("dask", 1), "d2": ("dask", 2)}
@@ -215,15 +221,16 @@ def main() -> int:
     sizes = [int(x) for x in args.sizes.split(",")]
     results = json.loads(args.json.read_text()) if args.json.exists() else {}
     results.setdefault("runs", {})
-    # what the machine itself gives from 1 to 2 processes, before and after the runs (a VM's speed drifts): this invocation's only
-    results["machine"] = [machine_scaling()]
-    print(describe(results["machine"][0]), file=sys.stderr, flush=True)
+    # what the machine itself gives, before and after the runs (a VM's speed drifts): this invocation's only
+    results["machine"] = []
     for size in sizes:
         corpus = args.work / f"corpus-{size}x"
         t0 = time.perf_counter()
         truth = write_corpus(args.data, corpus, size * DEMO_BYTES)
         mb = sum(v["bytes"] for v in truth.values()) / 1e6
         print(f"{size}x: corpus {mb:,.0f} MB ({time.perf_counter() - t0:.0f} s to write or find)", file=sys.stderr, flush=True)
+        if not results["machine"]:
+            results["machine"].append(measure_machine(corpus))
         runs = (args.runs_largest or args.runs) if size == max(sizes) else args.runs
         rounds: dict[str, list[dict]] = {}
         for round_ in range(args.repeat):  # rounds interleave the runners: a drift of the machine hits them alike
@@ -237,10 +244,33 @@ def main() -> int:
                 results["runs"][f"{size}x-{name}"] = combine(rounds[name])
                 args.json.parent.mkdir(parents=True, exist_ok=True)
                 args.json.write_text(json.dumps(results, indent=1))
-    results["machine"].append(machine_scaling())
+    results["machine"].append(measure_machine(corpus))
     args.json.write_text(json.dumps(results, indent=1))
     print_table(results)
     return 0
+
+
+def chain_speed(corpus: Path, docs_per_language: int = 400) -> float:
+    """MB/s per core of the document chain alone on the first documents of every language of `corpus`."""
+    docs = []
+    for path in sorted(corpus.glob("data/*/0000.jsonl")):
+        with path.open(encoding="utf-8") as f:
+            for _, line in zip(range(docs_per_language), f):
+                docs.append({"lang": path.parent.name, "text": json.loads(line)["text"]})
+    run_chain(docs[:50])  # imports, compiled regexes, cld2's tables
+    _, seconds = timed(run_chain, docs, repeat=3)
+    return sum(len(d["text"].encode("utf-8")) for d in docs) / 1e6 / seconds
+
+
+def measure_machine(corpus: Path) -> dict:
+    m = {**machine_scaling(), "chain_mb_per_s": chain_speed(corpus)}
+    print(describe_machine(m), file=sys.stderr, flush=True)
+    return m
+
+
+def describe_machine(m: dict) -> str:
+    chain = f"; the document chain alone ran at {m['chain_mb_per_s']:.1f} MB/s per core" if "chain_mb_per_s" in m else ""
+    return describe(m) + chain
 
 
 def measure(work: Path, corpus: Path, size: int, name: str) -> dict:
@@ -301,7 +331,7 @@ def print_table(results: dict) -> None:
                 lines.append(f"1 -> 2 workers ({'processes' if runner == 'p' else 'dask'}, {size}x): "
                              f"{one['wall_s'] / two['wall_s']:.2f}x{' (fastest rounds' + walls + ')' if walls else ''}")
     for when, m in zip(("before the runs", "after the runs"), results.get("machine", [])):
-        lines.append(f"{when}, {describe(m)}: what the machine itself gave then, beside the 1 -> 2 ratios above")
+        lines.append(f"{when}, {describe_machine(m)}: what the machine itself gave then, beside the figures above")
     peaks = {s: max(m["worker"] for m in runs.values() if m["size"] == s) for s in sizes}
     if 100 in peaks and len(sizes) > 1:
         lines.append(f"worker peak, largest / 100x: {peaks[max(sizes)] / peaks[100]:.2f} (goal <= {GOALS['rss_flat']}); "
