@@ -15,8 +15,11 @@ demo: $(STAMP) $(UDHR)
 	$(VENV)/bin/europa run --config configs/demo.toml --run-dir $(RUN)
 	$(VENV)/bin/europa status --run-dir $(RUN)
 
+# Two pytest workers (pytest-xdist): many tests wait on servers, Slurm daemons and subprocesses, so one core idles
+# in a serial run (13m39s -> 9m42s on the 2-core VM, the same 629 tests). TEST_WORKERS=0 runs them in one process.
+TEST_WORKERS ?= 2
 test: $(STAMP) $(UDHR)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
 install: $(STAMP)
 
