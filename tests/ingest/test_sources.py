@@ -56,6 +56,40 @@ def test_jsonl_pieces_split_at_line_starts(tmp_path):
         assert read_all(src, split_files(files, max_bytes)) == whole, max_bytes
 
 
+def test_jsonl_lines_read_as_pythons_json_reads_them(tmp_path):
+    """The fast parser (orjson) must not change a document: lines only Python's json accepts (NaN, a lone
+    surrogate, 1e400) still parse, and an id beyond 64 bits keeps its digits instead of becoming a float."""
+    lines = [
+        b'{"text": "eins", "id": 123456789012345678901234567890}',
+        b'{"text": "zwei", "id": 7, "score": NaN}',
+        b'{"text": "drei \\ud800 x", "id": "a"}',
+        b'{"text": "vier", "id": 1.5, "big": 1e400}',
+        b'{"text": "f\\u00fcnf", "id": -3, "nested": {"x": [1, 2.5]}}',
+        '{"text": "sechs ü €", "url": "https://e.de/ü"}'.encode(),
+        b'["not", "an", "object"]',
+        b'\xef\xbb\xbf{"text": "bom"}',
+    ]
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    src = source("jsonl", str(path), id_field="id", url_field="url")
+    files, _ = list_files(src, "de")
+    got = [(d.index, d.text, d.source_doc_id, d.url) if isinstance(d, RawDoc) else (d.line, d.reason)
+           for d in read_piece(src, "de", split_files(files, 10**9)[0])]
+    want = []
+    for n, raw in enumerate(lines, start=1):
+        try:
+            obj = json.loads(raw.decode("utf-8"))
+        except ValueError:
+            want.append((n, "malformed_json"))
+            continue
+        if not isinstance(obj, dict):
+            want.append((n, "malformed_json"))
+            continue
+        want.append((n, obj["text"], None if obj.get("id") is None else str(obj["id"]), obj.get("url")))
+    assert got == want
+    assert got[0][2] == "123456789012345678901234567890" and got[2][1] == "drei \ud800 x"
+
+
 def whole_file_reference(data: bytes, unit: str) -> list[tuple]:
     """The reader of whole files the pieces replaced (one split of the file's bytes)."""
     lines = data.split(b"\n")
