@@ -152,6 +152,17 @@ def minhash_signatures(texts: Sequence[str], cfg: DedupConfig) -> np.ndarray:
     return out
 
 
+def dedup_keys(texts: Sequence[str], cfg: DedupConfig) -> tuple[list[str], np.ndarray]:
+    """(`exact_keys(texts)`, `minhash_signatures(texts, cfg)`): what a kept document carries into the dedup steps.
+    In C each text is lower-cased once for both (~20% of their cost)."""
+    if _dedupkeys is None:
+        return exact_keys(texts), minhash_signatures(texts, cfg)
+    word_mult, a, b = _constants(cfg.ngram, cfg.num_perm, cfg.seed)
+    out = np.empty((len(texts), cfg.num_perm), dtype=np.uint32)
+    canonical = _dedupkeys.dedup_keys(list(texts), word_mult.tobytes(), a.tobytes(), b.tobytes(), out)
+    return [hashlib.blake2b(c, digest_size=16).hexdigest() for c in canonical], out
+
+
 def _signatures_reference(texts: Sequence[str], cfg: DedupConfig) -> np.ndarray:
     """The definition of `minhash_signatures`, vectorised over the batch with numpy."""
     if len(texts) == 0:

@@ -20,7 +20,7 @@ from typing import Any
 from stages.ingest import blocklist
 from stages.ingest.config import IngestConfig, SourceConfig
 from stages.ingest.langid import LanguageIdentifier
-from stages.ingest.minhash import exact_keys, minhash_signatures
+from stages.ingest.minhash import dedup_keys
 from stages.ingest.normalize import normalize_text
 from stages.ingest.pii import redact_pii
 from stages.ingest.quality import check_quality, quality_word_stats
@@ -259,8 +259,7 @@ def add_dedup_keys(rows: list[dict], settings: IngestConfig) -> None:
     """Exact-duplicate key and MinHash signature per kept row: what the dedup steps need."""
     if not rows:
         return
-    texts = [r["text"] for r in rows]
-    sigs = minhash_signatures(texts, settings.dedup)
-    for row, key, sig in zip(rows, exact_keys(texts), sigs):
+    keys, sigs = dedup_keys([r["text"] for r in rows], settings.dedup)
+    for row, key, sig in zip(rows, keys, sigs):
         row["exact_key"] = key
         row["signature"] = sig.tobytes()

