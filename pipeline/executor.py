@@ -13,6 +13,8 @@ checks the checksums too).
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import json
 import shutil
 import subprocess
@@ -175,9 +177,34 @@ def execute_unit(ctx: StageContext, unit: Unit) -> dict[str, Any]:
         return result
 
     o = ctx.config.orchestration
-    result, retries = retrying(attempt, retries=o.retries, backoff_s=o.retry_backoff_s, on_retry=lambda n, e: progress.note(
-        ctx.stage, f"unit {unit.id}: {type(e).__name__}: {e}; trying again ({n} of {o.retries})"))
+    try:
+        result, retries = retrying(attempt, retries=o.retries, backoff_s=o.retry_backoff_s, on_retry=lambda n, e: progress.note(
+            ctx.stage, f"unit {unit.id}: {type(e).__name__}: {e}; trying again ({n} of {o.retries})"))
+    finally:
+        give_back_freed_memory()
     return {**result, RETRIES: retries} if retries else result
+
+
+@functools.lru_cache(maxsize=1)
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL(None).malloc_trim  # glibc
+    except (OSError, AttributeError):  # another C library (musl, macOS): nothing to call
+        return None
+
+
+def give_back_freed_memory() -> None:
+    """Return the C heap's free pages to the kernel, between units (glibc's `malloc_trim(0)`).
+
+    Why: a worker runs many units one after another. What a unit frees stays in the heap, fragmented between the
+    few blocks still in use, and the next unit's allocations partly land beside it rather than in it, so the
+    worker's resident memory creeps up unit after unit. Measured with every ingest unit of the 298 MB scale corpus
+    in one process: the filter step's peak 244 -> 224 MiB; at 2 GB the step went from 217 to 259 MiB over its
+    24 units. It costs a few milliseconds per unit (~5 ms on a 200 MB heap), and nothing where the C library
+    has no malloc_trim."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
 def map_units_locally(ctx: StageContext, units: list[Unit]) -> list[dict[str, Any]]:
