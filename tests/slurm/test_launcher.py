@@ -248,7 +248,11 @@ def test_a_pending_reason_is_shown_once_and_ctrl_c_leaves_the_job_queued(slurm_c
         time.sleep(2)  # several polls: the reason is not repeated
         os.killpg(proc.pid, signal.SIGINT)
         t0 = time.monotonic()
-        assert proc.wait(timeout=60) == 130
+        try:
+            status = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("still running 60 s after the Ctrl-C; its output:\n" + "".join(lines))
+        assert status == 130, "".join(lines)
         stopped_in = time.monotonic() - t0
     finally:
         if proc.poll() is None:
