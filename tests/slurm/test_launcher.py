@@ -226,6 +226,15 @@ def test_two_nodes_a_failed_job_says_why_and_a_forgotten_one_is_resubmitted_with
     assert (t["steps"], t["nodes"], t["device_count"]) == (6, 2, 2)
 
 
+def _terminal_sigint() -> None:
+    """In the child before exec: SIGINT as a terminal's foreground process has it (default action, not blocked).
+    Both the ignore disposition and the blocked mask survive exec, and a process started from a test worker
+    inherits whatever that worker's earlier tests left; a Ctrl-C then never arrives (suspected: seen in full
+    -n 2 runs only, the process still following its job 60 s after the Ctrl-C, while alone the test passes)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 # --- a pending reason, Ctrl-C under the Prefect engine --------------------------------------------------------
 
 def test_a_pending_reason_is_shown_once_and_ctrl_c_leaves_the_job_queued(slurm_cluster, tmp_path, data_run, udhr_dir):
@@ -236,7 +245,7 @@ def test_a_pending_reason_is_shown_once_and_ctrl_c_leaves_the_job_queued(slurm_c
     cfg.write_text(cfg.read_text().replace('engine = "local"', 'engine = "prefect"'))
     proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "stage", "pretrain", "--config", str(cfg),
                              "--run-dir", str(run_dir)], cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True,
-                            stdout=subprocess.DEVNULL, start_new_session=True,
+                            stdout=subprocess.DEVNULL, start_new_session=True, preexec_fn=_terminal_sigint,
                             env={k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"})  # a temporary server
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
@@ -251,7 +260,8 @@ def test_a_pending_reason_is_shown_once_and_ctrl_c_leaves_the_job_queued(slurm_c
         try:
             status = proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
-            pytest.fail("still running 60 s after the Ctrl-C; its output:\n" + "".join(lines))
+            masks = [x for x in Path(f"/proc/{proc.pid}/status").read_text().splitlines() if x.startswith(("SigBlk", "SigIgn"))]
+            pytest.fail(f"still running 60 s after the Ctrl-C ({', '.join(masks)}); its output:\n" + "".join(lines))
         assert status == 130, "".join(lines)
         stopped_in = time.monotonic() - t0
     finally:
