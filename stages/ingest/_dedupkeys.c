@@ -208,6 +208,17 @@ static int minhash_setup(PyObject *texts, Py_buffer *mult_buf, Py_buffer *a_buf,
     return 0;
 }
 
+/* What signatures() and dedup_keys() hold until they return, given back on every path. */
+static void minhash_release(Buffer *words, uint32_t *halves, Py_buffer *mult_buf, Py_buffer *a_buf, Py_buffer *b_buf,
+                            Py_buffer *out_buf) {
+    PyMem_Free(words->data);
+    PyMem_Free(halves);
+    PyBuffer_Release(mult_buf);
+    PyBuffer_Release(a_buf);
+    PyBuffer_Release(b_buf);
+    PyBuffer_Release(out_buf);
+}
+
 /* signatures(texts: list[str], word_mult: bytes, a: bytes, b: bytes, out: writable buffer) -> None: fills `out`, a
    C-contiguous (len(texts), num_perm) uint32 array. word_mult: ngram uint64 n-gram multipliers; a, b: num_perm
    uint64 permutation constants (native byte order).
@@ -231,12 +242,7 @@ static PyObject *signatures(PyObject *self, PyObject *args) {
     }
     result = Py_NewRef(Py_None);
 done:
-    PyMem_Free(words.data);
-    PyMem_Free(halves);
-    PyBuffer_Release(&mult_buf);
-    PyBuffer_Release(&a_buf);
-    PyBuffer_Release(&b_buf);
-    PyBuffer_Release(&out_buf);
+    minhash_release(&words, halves, &mult_buf, &a_buf, &b_buf, &out_buf);
     return result;
 }
 
@@ -342,12 +348,7 @@ static PyObject *dedup_keys(PyObject *self, PyObject *args) {
 done:
     Py_XDECREF(canonical);
     PyMem_Free(scratch);
-    PyMem_Free(words.data);
-    PyMem_Free(halves);
-    PyBuffer_Release(&mult_buf);
-    PyBuffer_Release(&a_buf);
-    PyBuffer_Release(&b_buf);
-    PyBuffer_Release(&out_buf);
+    minhash_release(&words, halves, &mult_buf, &a_buf, &b_buf, &out_buf);
     return result;
 }
 
