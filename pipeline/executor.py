@@ -199,9 +199,9 @@ def give_back_freed_memory() -> None:
     Why: a worker runs many units one after another. What a unit frees stays in the heap, fragmented between the
     few blocks still in use, and the next unit's allocations partly land beside it rather than in it, so the
     worker's resident memory creeps up unit after unit. Measured with every ingest unit of the 298 MB scale corpus
-    in one process, each unit through execute_unit: the filter step's peak 244 -> 221 MiB; at 2 GB the step went from 217 to 259 MiB over its
-    24 units. It costs a few milliseconds per unit (~5 ms on a 200 MB heap), and nothing where the C library
-    has no malloc_trim."""
+    in one process, each unit through execute_unit: the filter step's peak 244 -> 221 MiB; at 2 GB the step had
+    gone from 217 to 259 MiB over its 24 units. It costs a few milliseconds per unit (~5 ms on a 200 MB heap),
+    and nothing where the C library has no malloc_trim."""
     trim = _malloc_trim()
     if trim is not None:
         trim(0)
