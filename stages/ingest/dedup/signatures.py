@@ -138,8 +138,7 @@ def _write(kept: Path, tmp: Path, cfg: DedupConfig, partitions: int, batch_rows:
 
         ids_groups.append(start)
         ids_writer.write_table(pa.table({"id": ids}), row_group_size=m)
-        for value in ids.to_pylist():
-            ids_digest.update(value.encode() + b"\n")
+        files.digest_ids(ids_digest, ids)
         start += m
     sigs_out.close()
     ids_writer.close()
