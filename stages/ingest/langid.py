@@ -126,7 +126,10 @@ class LanguageIdentifier:
     @staticmethod
     def _map(code: str, text: str) -> str:
         if code in _BCMS:
-            # Latin-script Bosnian/Serbian is Croatian for our purposes; Cyrillic Serbian is not.
+            # Latin-script Bosnian/Serbian is Croatian for our purposes; Cyrillic Serbian is not. Most such texts
+            # have no Cyrillic letter at all: one scan answers them without listing every letter of the text.
+            if _CYRILLIC.search(text) is None:
+                return "hr"
             n_cyrillic = len(_CYRILLIC.findall(text))
             return "sr" if n_cyrillic > 0.5 * len(_LETTER.findall(text)) else "hr"
         return code
