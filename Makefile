@@ -23,10 +23,10 @@ test: $(STAMP) $(UDHR)
 
 install: $(STAMP)
 
-# The C extensions (stages/ingest/_wordstats.c, _dedupkeys.c) are compiled by this install: a changed source
+# The C extensions (stages/ingest/_wordstats.c, _dedupkeys.c, _textscan.c) are compiled by this install: a changed source
 # reinstalls.
 # torch 2.13.0 comes from the machine's local wheel where pip is set up for it (CPU build).
-$(STAMP): pyproject.toml stages/ingest/_wordstats.c stages/ingest/_dedupkeys.c
+$(STAMP): pyproject.toml stages/ingest/_wordstats.c stages/ingest/_dedupkeys.c stages/ingest/_textscan.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[dev]"

@@ -44,6 +44,7 @@ from stages.ingest.minhash import minhash_signatures  # noqa: E402
 from stages.ingest.process import DocumentChain  # noqa: E402
 from stages.ingest.sources import RawDoc  # noqa: E402
 from stages.ingest.wordstats import COMPILED  # noqa: E402
+from stages.ingest import normalize as _normalize  # noqa: E402
 
 SETTINGS = IngestConfig()  # the production defaults, not tuned for the benchmark
 _chains: dict[str, DocumentChain] = {}
@@ -187,6 +188,8 @@ def main() -> int:
     print(f"input: {len(docs):,} documents, {mb:.2f} MB, {len({d['lang'] for d in docs})} languages", file=sys.stderr)
     print("word statistics: " + ("C extension (stages/ingest/_wordstats.c)" if COMPILED else
           "Python reference: the C extension was not built (pip install -e . with a C compiler)"), file=sys.stderr)
+    print("text scans: " + ("C extension (stages/ingest/_textscan.c)" if _normalize._suspect_compiled else
+          "the regexes: the C extension was not built (pip install -e . with a C compiler)"), file=sys.stderr)
 
     run_chain(docs[:200])  # warm-up: imports, compiled regexes, cld2 tables
     (kept, n), t_chain = timed(run_chain, docs, repeat=REPEAT)

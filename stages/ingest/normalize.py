@@ -38,7 +38,9 @@ _CONT = "\x80-\xbf" + _CP1252_C1
 # - ï»¿: a UTF-8 byte order mark decoded as cp1252.
 # Legitimate capitals such as Swedish "Å", Portuguese "Ã", Romanian/French "Â" are followed by letters,
 # never by these symbols, so e.g. "Åland", "SÃO PAULO", "ÂNGELO" do not trigger ftfy at all.
-_MOJIBAKE = re.compile(f"[\u00c2-\u00d3][{_CONT}]|â[€‚ƒ„\x80-\x84][{_CONT}]|ï»¿")
+_LEAD = "\u00c2-\u00d3"
+_PUNCT = "€‚ƒ„\x80-\x84"
+_MOJIBAKE = re.compile(f"[{_LEAD}][{_CONT}]|â[{_PUNCT}][{_CONT}]|ï»¿")
 
 # Control characters except \t and \n (\r is turned into \n before), DEL, C1 controls, BOM / zero-width
 # no-break space, lone surrogates and the two non-characters U+FFFE/U+FFFF.
@@ -51,9 +53,35 @@ _CONTROL = re.compile(f"[{_CONTROL_CHARS}]")
 # text to the characters a pattern can start with when the pattern starts with one class or literal;
 # `_MOJIBAKE` itself starts with an alternation and is tried at every position (~3x slower).
 _SUSPECT = re.compile(
-    f"[{_CONTROL_CHARS}\u00c2-\u00d3âï]"
-    f"(?:(?<=[{_CONTROL_CHARS}])|(?<=[\u00c2-\u00d3])[{_CONT}]|(?<=â)[€‚ƒ„\x80-\x84][{_CONT}]|(?<=ï)»¿)"
+    f"[{_CONTROL_CHARS}{_LEAD}âï]"
+    f"(?:(?<=[{_CONTROL_CHARS}])|(?<=[{_LEAD}])[{_CONT}]|(?<=â)[{_PUNCT}][{_CONT}]|(?<=ï)»¿)"
 )
+
+
+def _suspect_classes() -> bytes:
+    """The character classes of `_SUSPECT` as `_textscan.suspect` reads them: a byte of bits per code point of
+    the Basic Multilingual Plane (every class lies in it), from the same sets as the regex."""
+    every = "".join(map(chr, range(0x10000)))  # lone surrogates included: str holds them
+    table = bytearray(0x10000)
+    for bit, chars in enumerate((_CONTROL_CHARS, _LEAD, _CONT, _PUNCT, "â", "ï", "»", "¿")):
+        for m in re.finditer(f"[{chars}]", every):
+            table[m.start()] |= 1 << bit
+    return bytes(table)
+
+
+try:
+    from ._textscan import suspect as _suspect_compiled
+except ImportError:  # built without a C compiler: the regex, same answers, ~10x slower
+    _suspect_compiled = None
+else:
+    _SUSPECT_CLASSES = _suspect_classes()
+
+
+def is_suspect(text: str) -> bool:
+    """Whether `_SUSPECT` matches in text: the mojibake repair or control character removal may have work."""
+    if _suspect_compiled is None:
+        return _SUSPECT.search(text) is not None
+    return _suspect_compiled(text, _SUSPECT_CLASSES)
 
 
 class NormalizeConfig(BaseModel):
@@ -80,7 +108,7 @@ def normalize_text(text: str, cfg: NormalizeConfig) -> tuple[str, bool]:
     ascii_only = text.isascii()  # pure ASCII can contain neither mojibake nor non-NFC sequences
     # Without a mojibake marker or a control character (\r included) the first two steps and the control
     # character removal have nothing to do (the U+2028/U+2029 replacement only adds "\n").
-    suspect = _SUSPECT.search(text) is not None
+    suspect = is_suspect(text)
     if suspect:
         if cfg.fix_mojibake and not ascii_only and _MOJIBAKE.search(text):
             fixed = ftfy.fix_encoding(text)
