@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.fsutil import sha256_file
+from stages.ingest.schema import parquet_options
 
 
 class PartWriter:
@@ -35,7 +36,7 @@ class PartWriter:
         while start < table.num_rows:
             if self._writer is None:
                 name = f"{self.prefix}-{len(self.parts):05d}.parquet"
-                self._writer = pq.ParquetWriter(self.folder / name, self.schema, compression="zstd")
+                self._writer = pq.ParquetWriter(self.folder / name, self.schema, **parquet_options(self.schema))
                 self.parts.append({"file": name, "rows": 0})
                 self._rows = 0
             n = min(self.max_rows - self._rows, table.num_rows - start)

@@ -192,15 +192,16 @@ def process_unit(settings: IngestConfig, source: SourceConfig, lang: str, pieces
     import pyarrow.parquet as pq
 
     from stages.ingest.parts import PartWriter
-    from stages.ingest.schema import REJECTED_SCHEMA, UNIT_KEPT_SCHEMA, to_table
+    from stages.ingest.schema import REJECTED_SCHEMA, UNIT_KEPT_SCHEMA, parquet_options, to_table
 
     chain = DocumentChain(settings, source, lang, load_opt_out_domains(source), [blocklist.load(b) for b in settings.blocklists])
     crawled = source.category == "crawled"
     stats = UnitStats()
     # The MinHash signatures (512 bytes a row, uniformly random) do not compress: zstd only spends CPU on them,
     # ~0.5% of a worker's (measured: 13.0 instead of 15.0 CPU s of Parquet per 2 GB; the file 4% larger).
-    kept_out = pq.ParquetWriter(out_dir / KEPT, UNIT_KEPT_SCHEMA,
-                                compression={name: "none" if name == "signature" else "zstd" for name in UNIT_KEPT_SCHEMA.names})
+    options = parquet_options(UNIT_KEPT_SCHEMA)
+    options["compression"] = {name: "none" if name == "signature" else "zstd" for name in UNIT_KEPT_SCHEMA.names}
+    kept_out = pq.ParquetWriter(out_dir / KEPT, UNIT_KEPT_SCHEMA, **options)
     removed_out = PartWriter(out_dir, REMOVED, REJECTED_SCHEMA, settings.max_rows_per_file, enabled=settings.keep_rejected)
     kept: list[dict] = []
     removed: list[dict] = []

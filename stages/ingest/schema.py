@@ -37,6 +37,18 @@ REJECTED_SCHEMA = pa.schema(DOCUMENT_FIELDS + [pa.field("reason", pa.string(), n
 UNIT_KEPT_SCHEMA = pa.schema(DOCUMENT_FIELDS + [pa.field("exact_key", pa.string()), pa.field("signature", pa.binary())])
 
 
+# Columns with few distinct values in a file (a language, a source, an input file, a domain, a reason), which
+# Parquet's dictionary encoding shrinks. The others (ids, text, URLs, keys, signatures, counts) are nearly all
+# distinct: a dictionary there costs CPU until the writer gives up on it at 1 MB. Measured on 300 MB of kept rows,
+# zstd, one core: 1.16 instead of 1.47 CPU s to write, 0.46 instead of 0.50 to read, the file 1% smaller.
+DICTIONARY_COLUMNS = frozenset({"lang", "lang_detected", "source", "licence", "collected", "input", "domain", "reason"})
+
+
+def parquet_options(schema: pa.Schema) -> dict:
+    """How the ingest stage writes a Parquet file of `schema`: zstd, dictionaries only where they pay."""
+    return {"compression": "zstd", "use_dictionary": [name for name in schema.names if name in DICTIONARY_COLUMNS]}
+
+
 def to_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
     """Rows (dicts; missing keys are nulls) as a table, built column by column (~9x faster than from_pylist).
 

@@ -110,7 +110,8 @@ def _write(kept: Path, tmp: Path, cfg: DedupConfig, partitions: int, batch_rows:
                                                     "fortran_order": False, "shape": (n, cfg.num_perm)})
     bands = _PartitionedWriter(tmp / files.BANDS, files.BAND_RECORD, partitions, buffer_rows)
     exact = _PartitionedWriter(tmp / files.EXACT_ROWS, files.EXACT_RECORD, partitions, max(1, buffer_rows // cfg.bands))
-    ids_writer = pq.ParquetWriter(tmp / files.IDS, pa.schema([("id", pa.string())]), compression="zstd")
+    ids_writer = pq.ParquetWriter(tmp / files.IDS, pa.schema([("id", pa.string())]), compression="zstd",
+                                  use_dictionary=False)  # every id is distinct: a dictionary only costs CPU
     ids_digest = hashlib.sha256()
     ids_groups: list[int] = []
     start = empty_docs = 0
