@@ -2,8 +2,9 @@
 
 Why C: normalisation asks of every document whether it holds a control character or a mojibake marker, PII
 redaction where its first digit is and whether a digit follows an IBAN country code. Nearly every document has
-none of them (or its digits late), so Python's `re` reads each text to the end: ~200 MB/s, 28 s of regex scans per
-2 GB, ~7% of an ingest worker's CPU (bench/ingest_bench.py). A table look-up per code point here is ~10x faster.
+none of them (or its digits late), so Python's `re` reads each text to the end: ~200 MB/s, ~25-30 s of regex scans
+per 2 GB, ~7% of an ingest worker's CPU. A table look-up per code point here is ~5x faster (measured in one process
+against the regexes, docs/scaling.md).
 
 Exactness: the regexes are the definitions (`normalize._SUSPECT`, `pii._DIGIT` and `pii._IBAN_HINT`); their
 character classes reach C as tables that the Python modules build from the same character sets, so nothing is

@@ -71,7 +71,7 @@ def _suspect_classes() -> bytes:
 
 try:
     from ._textscan import suspect as _suspect_compiled
-except ImportError:  # built without a C compiler: the regex, same answers, ~10x slower
+except ImportError:  # built without a C compiler: the regex, same answers, ~5x slower
     _suspect_compiled = None
 else:
     _SUSPECT_CLASSES = _suspect_classes()

@@ -84,33 +84,6 @@ _IBAN = re.compile(
 # from there for such a digit decides whether the (slower, letter-started) IBAN pattern needs to run at all.
 _IBAN_HINT = re.compile(rf"\d(?<=(?:{'|'.join(_IBAN_LENGTHS)})\d)")
 
-
-def _country_pairs() -> bytes:
-    """The IBAN country codes as `_textscan.digit_hints` reads them: 26 x 26 bytes, 1 for a listed pair."""
-    table = bytearray(26 * 26)
-    for code in _IBAN_LENGTHS:
-        table[(ord(code[0]) - 65) * 26 + ord(code[1]) - 65] = 1
-    return bytes(table)
-
-
-try:
-    from ._textscan import digit_hints as _digit_hints_compiled
-except ImportError:  # built without a C compiler: the regexes, same answers, ~10x slower
-    _digit_hints_compiled = None
-else:
-    _COUNTRY_PAIRS = _country_pairs()
-
-
-def digit_hints(text: str) -> tuple[int, bool]:
-    """(index of the first digit or -1, whether `_IBAN_HINT` matches from there): the two scans that decide,
-    for nearly every document, that no IBAN, IP address or phone number can be in it."""
-    if _digit_hints_compiled is not None:
-        return _digit_hints_compiled(text, _COUNTRY_PAIRS)
-    first = _DIGIT.search(text)
-    if first is None:
-        return -1, False
-    return first.start(), _IBAN_HINT.search(text, first.start()) is not None
-
 _SEP = r"(?:[ \u00a0]?[\-./][ \u00a0]?|[ \u00a0])"  # one space, or - . / with optional spaces around
 _FREE = r"(?<![\w+\-./,].)"  # after a first character: the character before it is not part of a word/number
 _INTL_REST = rf"[1-9]\d{{0,2}}(?:{_SEP}?\(0\))?(?:{_SEP}?\(?\d{{1,5}}\)?){{1,6}}"  # country code, "(0)", groups
@@ -127,6 +100,33 @@ _PHONE = re.compile(
 _FREE_ZERO = re.compile(rf"0{_FREE}")
 _BETWEEN_DIGITS = re.compile(r"(?<=\d)\D+(?=\d)")
 _DATE_START = re.compile(r"\d{1,2}([./\-])\d{1,2}\1\d{2,4}(?!\d)")
+
+
+def _country_pairs() -> bytes:
+    """The IBAN country codes as `_textscan.digit_hints` reads them: 26 x 26 bytes, 1 for a listed pair."""
+    table = bytearray(26 * 26)
+    for code in _IBAN_LENGTHS:
+        table[(ord(code[0]) - 65) * 26 + ord(code[1]) - 65] = 1
+    return bytes(table)
+
+
+try:
+    from ._textscan import digit_hints as _digit_hints_compiled
+except ImportError:  # built without a C compiler: the regexes, same answers, ~2.5x slower redaction
+    _digit_hints_compiled = None
+else:
+    _COUNTRY_PAIRS = _country_pairs()
+
+
+def digit_hints(text: str) -> tuple[int, bool]:
+    """(index of the first digit or -1, whether `_IBAN_HINT` matches from there): the two scans that decide,
+    for nearly every document, that no IBAN, IP address or phone number can be in it."""
+    if _digit_hints_compiled is not None:
+        return _digit_hints_compiled(text, _COUNTRY_PAIRS)
+    first = _DIGIT.search(text)
+    if first is None:
+        return -1, False
+    return first.start(), _IBAN_HINT.search(text, first.start()) is not None
 
 
 def _count_digits(s: str) -> int:
