@@ -1,15 +1,18 @@
 /* Whole-text scans that decide whether a slower step has anything to do, one pass over the code points each.
 
-Why C: normalisation asks of every document whether it holds a control character or a mojibake marker, PII
-redaction where its first digit is and whether a digit follows an IBAN country code. Nearly every document has
-none of them (or its digits late), so Python's `re` reads each text to the end: ~200 MB/s, ~25-30 s of regex scans
-per 2 GB, ~7% of an ingest worker's CPU. A table look-up per code point here is ~5x faster (measured in one process
-against the regexes, docs/scaling.md).
+Why C: normalisation asks of every document whether it holds a control character or a mojibake marker; PII
+redaction where its first digit is, whether a digit follows an IBAN country code, and whether an IPv6 address
+(":"), an IPv4 address (three dots between digits) or a phone number ("+", a "0" that starts a number) can be
+in it. Nearly every document has none of them (or its digits late), so Python reads each text to the end for
+each question (`re` at ~200 MB/s): ~35 s of scans per 2 GB, ~9% of an ingest worker's CPU. A table look-up
+per code point here answers them all in one pass, ~5x faster (measured in one process against the regexes,
+docs/scaling.md).
 
-Exactness: the regexes are the definitions (`normalize._SUSPECT`, `pii._DIGIT` and `pii._IBAN_HINT`); their
-character classes reach C as tables that the Python modules build from the same character sets, so nothing is
-spelt twice. Tests compare both on the UDHR in its 500+ languages, on crafted edge cases and on random text.
-`\d` of a str pattern is Py_UNICODE_ISDECIMAL in CPython's `re`, as here.
+Exactness: the regexes are the definitions (`normalize._SUSPECT`, and in pii `_DIGIT`, `_IBAN_HINT`,
+`_IPV4_HINT`, `_FREE_ZERO`); their character classes reach C as tables that the Python modules build from the
+same character sets, so nothing is spelt twice. Tests compare both on the UDHR in its 500+ languages, on crafted
+edge cases and on random text. Above the Basic Multilingual Plane, which the tables cover, `\d` of a str pattern
+is Py_UNICODE_ISDECIMAL and `\w` Py_UNICODE_ISALNUM or "_" in CPython's `re`, as here.
 
 Build: an optional extension (pyproject.toml); without a C compiler the package runs the regexes.
 */
@@ -35,12 +38,6 @@ Build: an optional extension (pyproject.toml); without a C compiler the package 
    Plane; code points above it are in no class. A_CIRC, I_DIAER, RAQUO, IQUEST are the single characters of the
    two literal markers ("â" + punctuation, "ï»¿"). */
 enum { CONTROL = 1, LEAD = 2, CONT = 4, PUNCT = 8, A_CIRC = 16, I_DIAER = 32, RAQUO = 64, IQUEST = 128 };
-
-/* Py_UNICODE_ISDECIMAL of the Basic Multilingual Plane, filled once at import (a table load per code point
-   instead of a Unicode database look-up for every non-ASCII one). */
-static unsigned char bmp_decimal[0x10000];
-
-SPECIALISED int is_decimal(Py_UCS4 ch) { return ch < 0x10000 ? bmp_decimal[ch] : Py_UNICODE_ISDECIMAL(ch); }
 
 /* The table argument: a bytes object of exactly `size` bytes; NULL with an exception set otherwise. */
 static const unsigned char *table_of(PyObject *obj, Py_ssize_t size, const char *who) {
@@ -90,44 +87,95 @@ static PyObject *suspect(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     return PyBool_FromLong(found);
 }
 
-/* The first decimal digit's index (-1: none) in *first; returns whether a digit follows a listed pair. */
-SPECIALISED int digits_in(int kind, const void *data, Py_ssize_t n, const unsigned char *pairs, Py_ssize_t *first) {
-    *first = -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (!is_decimal(PyUnicode_READ(kind, data, i))) continue;
-        if (*first < 0) *first = i;
-        if (i >= 2) {
-            Py_UCS4 a = PyUnicode_READ(kind, data, i - 2), b = PyUnicode_READ(kind, data, i - 1);
-            if (a >= 'A' && a <= 'Z' && b >= 'A' && b <= 'Z' && pairs[(a - 'A') * 26 + (b - 'A')]) return 1;
-        }
-    }
-    return 0;
+/* Bits of the PII table (pii._hint_classes), one byte per code point of the Basic Multilingual Plane: DECIMAL for
+   `\d`, NUMBER for `[\w+\-./,]` (what may not stand right before the "0" that starts a national phone number).
+   Above the plane `\d` is Py_UNICODE_ISDECIMAL and `\w` is Py_UNICODE_ISALNUM or "_", as in CPython's `re`. */
+enum { H_DECIMAL = 1, H_NUMBER = 2 };
+/* What pii_hints finds, as bits. */
+enum { IBAN = 1, IPV6 = 2, IPV4 = 4, PHONE = 8 };
+
+SPECIALISED unsigned char hint_class(const unsigned char *cls, Py_UCS4 ch) {
+    if (ch < 0x10000) return cls[ch];
+    int decimal = Py_UNICODE_ISDECIMAL(ch) != 0;
+    return (unsigned char)((decimal ? H_DECIMAL : 0) | (Py_UNICODE_ISALNUM(ch) ? H_NUMBER : 0));
 }
 
-/* digit_hints(text, pairs) -> (first, code_then_digit): the index of the first decimal digit (-1 when there is
-   none), and whether a decimal digit at or after it follows two ASCII capitals that `pairs` lists (26 x 26 bytes,
-   nonzero for a listed pair: the IBAN country codes), i.e. pii._IBAN_HINT.search(text, first) is not None. */
-static PyObject *digit_hints(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (check_args(args, nargs, "digit_hints") < 0) return NULL;
-    const unsigned char *pairs = table_of(args[1], 26 * 26, "digit_hints");
+/* Whether pii._IPV4_HINT (`\.\d{1,3}\.\d{1,3}\.\d`) matches at index i, which holds a ".". Each group is the
+   whole run of digits after its dot: with four or more, no choice of 1-3 of them is followed by a dot. */
+SPECIALISED int ipv4_at(int kind, const void *data, Py_ssize_t n, const unsigned char *cls, Py_ssize_t i) {
+    Py_ssize_t j = i + 1;
+    for (int group = 0; group < 2; group++) {
+        Py_ssize_t start = j;
+        while (j < n && j - start < 4 && (hint_class(cls, PyUnicode_READ(kind, data, j)) & H_DECIMAL)) j++;
+        if (j == start || j - start > 3 || j >= n || PyUnicode_READ(kind, data, j) != '.') return 0;
+        j++;
+    }
+    return j < n && (hint_class(cls, PyUnicode_READ(kind, data, j)) & H_DECIMAL);
+}
+
+/* One pass: the first decimal digit's index (-1: none) in *first, and the bits of what was found. */
+SPECIALISED int pii_scan(int kind, const void *data, Py_ssize_t n, const unsigned char *cls,
+                         const unsigned char *pairs, Py_ssize_t *first) {
+    int found = 0;
+    Py_ssize_t colons = 0;
+    Py_UCS4 before = 0, prev = 0; /* the two code points before i (0: none) */
+    unsigned char prev_class = 0;  /* prev's classes (0: none) */
+    *first = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+        unsigned char c = hint_class(cls, ch);
+        if (c & H_DECIMAL) {
+            if (*first < 0) *first = i;
+            if (!(found & IBAN) && before >= 'A' && before <= 'Z' && prev >= 'A' && prev <= 'Z' &&
+                pairs[(before - 'A') * 26 + (prev - 'A')])
+                found |= IBAN;
+            if (ch == '0' && !(prev_class & H_NUMBER)) found |= PHONE;
+        } else if (ch == ':') {
+            colons++;
+            if (i && prev == ':') found |= IPV6;
+        } else if (ch == '.') {
+            if (!(found & IPV4) && ipv4_at(kind, data, n, cls, i)) found |= IPV4;
+        } else if (ch == '+') {
+            found |= PHONE;
+        }
+        before = prev, prev = ch, prev_class = c;
+    }
+    if (colons >= 7) found |= IPV6;
+    return *first < 0 ? 0 : found;
+}
+
+/* pii_hints(text, classes, pairs) -> (first, iban, ipv6, ipv4, phone): the index of the first decimal digit (-1
+   when there is none, and then False for the rest: every kind below needs a digit), and whether
+   - iban: a decimal digit follows two ASCII capitals that `pairs` lists (26 x 26 bytes, nonzero for a listed
+     pair: the IBAN country codes), i.e. pii._IBAN_HINT.search(text, first);
+   - ipv6: "::" in text or text.count(":") >= 7;
+   - ipv4: pii._IPV4_HINT.search(text);
+   - phone: "+" in text or pii._FREE_ZERO.search(text) (a "0" not right after a character of `[\w+\-./,]`). */
+static PyObject *pii_hints(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "pii_hints(text: str, classes: bytes, pairs: bytes)");
+        return NULL;
+    }
+    const unsigned char *cls = table_of(args[1], 0x10000, "pii_hints");
+    const unsigned char *pairs = cls ? table_of(args[2], 26 * 26, "pii_hints") : NULL;
     if (!pairs) return NULL;
     PyObject *text = args[0];
     Py_ssize_t first;
-    int hint = DISPATCH(digits_in, PyUnicode_KIND(text), PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text), pairs, &first);
-    return Py_BuildValue("(nO)", first, hint ? Py_True : Py_False);
+    int found = DISPATCH(pii_scan, PyUnicode_KIND(text), PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text), cls, pairs, &first);
+    return Py_BuildValue("(nOOOO)", first, found & IBAN ? Py_True : Py_False, found & IPV6 ? Py_True : Py_False,
+                         found & IPV4 ? Py_True : Py_False, found & PHONE ? Py_True : Py_False);
 }
 
 static PyMethodDef methods[] = {
     {"suspect", (PyCFunction)(void (*)(void))suspect, METH_FASTCALL,
      "suspect(text, classes) -> bool: whether normalize._SUSPECT matches in text (classes: normalize._suspect_classes())."},
-    {"digit_hints", (PyCFunction)(void (*)(void))digit_hints, METH_FASTCALL,
-     "digit_hints(text, pairs) -> (index of the first decimal digit or -1, whether pii._IBAN_HINT matches from it)."},
+    {"pii_hints", (PyCFunction)(void (*)(void))pii_hints, METH_FASTCALL,
+     "pii_hints(text, classes, pairs) -> (index of the first decimal digit or -1, iban, ipv6, ipv4, phone): pii.pii_hints."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_textscan", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__textscan(void) {
-    for (Py_UCS4 ch = 0; ch < 0x10000; ch++) bmp_decimal[ch] = (unsigned char)(Py_UNICODE_ISDECIMAL(ch) != 0);
     return PyModule_Create(&module);
 }

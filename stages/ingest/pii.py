@@ -18,7 +18,8 @@ every pattern is narrow and then checked:
   ...); their international form is caught.
 
 Fast paths skip every regex a document cannot match ("@" for e-mail, a digit for the rest, a country code
-followed by a digit for IBANs, "+" or a "0" that starts a number for phone numbers).
+followed by a digit for IBANs, "::" or seven ":" for IPv6, three dots between digits for IPv4, "+" or a "0" that
+starts a number for phone numbers); `pii_hints` takes all but the first in one scan.
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ _IBAN = re.compile(
 _IBAN_HINT = re.compile(rf"\d(?<=(?:{'|'.join(_IBAN_LENGTHS)})\d)")
 
 _SEP = r"(?:[ \u00a0]?[\-./][ \u00a0]?|[ \u00a0])"  # one space, or - . / with optional spaces around
-_FREE = r"(?<![\w+\-./,].)"  # after a first character: the character before it is not part of a word/number
+_NUMBER_CHAR = r"[\w+\-./,]"  # a character of a word or number
+_FREE = rf"(?<!{_NUMBER_CHAR}.)"  # after a first character: the character before it is not part of a word/number
 _INTL_REST = rf"[1-9]\d{{0,2}}(?:{_SEP}?\(0\))?(?:{_SEP}?\(?\d{{1,5}}\)?){{1,6}}"  # country code, "(0)", groups
 _NATIONAL_REST = rf"(?:{_SEP}\d{{2,8}}){{1,4}}"  # 1-4 groups, each after a separator
 _PHONE = re.compile(
@@ -103,30 +105,44 @@ _DATE_START = re.compile(r"\d{1,2}([./\-])\d{1,2}\1\d{2,4}(?!\d)")
 
 
 def _country_pairs() -> bytes:
-    """The IBAN country codes as `_textscan.digit_hints` reads them: 26 x 26 bytes, 1 for a listed pair."""
+    """The IBAN country codes as `_textscan.pii_hints` reads them: 26 x 26 bytes, 1 for a listed pair."""
     table = bytearray(26 * 26)
     for code in _IBAN_LENGTHS:
         table[(ord(code[0]) - 65) * 26 + ord(code[1]) - 65] = 1
     return bytes(table)
 
 
+def _hint_classes() -> bytes:
+    """`_DIGIT`'s and `_NUMBER_CHAR`'s characters as `_textscan.pii_hints` reads them: a byte per code point of
+    the Basic Multilingual Plane, bit 1 for a decimal digit, bit 2 for a character of a word or number."""
+    every = "".join(map(chr, range(0x10000)))  # lone surrogates included: str holds them
+    table = bytearray(0x10000)
+    for bit, pattern in enumerate((_DIGIT, re.compile(_NUMBER_CHAR))):
+        for m in pattern.finditer(every):
+            table[m.start()] |= 1 << bit
+    return bytes(table)
+
+
 try:
-    from ._textscan import digit_hints as _digit_hints_compiled
+    from ._textscan import pii_hints as _pii_hints_compiled
 except ImportError:  # built without a C compiler: the regexes, same answers, ~2.5x slower redaction
-    _digit_hints_compiled = None
+    _pii_hints_compiled = None
 else:
-    _COUNTRY_PAIRS = _country_pairs()
+    _COUNTRY_PAIRS, _HINT_CLASSES = _country_pairs(), _hint_classes()
 
 
-def digit_hints(text: str) -> tuple[int, bool]:
-    """(index of the first digit or -1, whether `_IBAN_HINT` matches from there): the two scans that decide,
-    for nearly every document, that no IBAN, IP address or phone number can be in it."""
-    if _digit_hints_compiled is not None:
-        return _digit_hints_compiled(text, _COUNTRY_PAIRS)
+def pii_hints(text: str) -> tuple[int, bool, bool, bool, bool]:
+    """(index of the first digit or -1, iban, ipv6, ipv4, phone): whether each pattern's cheap necessary
+    condition holds, so that nearly every document is cleared of IBANs, IP addresses and phone numbers by one
+    scan (in C) instead of one per kind. No digit: all False (each kind needs one)."""
+    if _pii_hints_compiled is not None:
+        return _pii_hints_compiled(text, _HINT_CLASSES, _COUNTRY_PAIRS)
     first = _DIGIT.search(text)
     if first is None:
-        return -1, False
-    return first.start(), _IBAN_HINT.search(text, first.start()) is not None
+        return -1, False, False, False, False
+    return (first.start(), _IBAN_HINT.search(text, first.start()) is not None,
+            "::" in text or text.count(":") >= 7, _IPV4_HINT.search(text) is not None,
+            "+" in text or _FREE_ZERO.search(text) is not None)
 
 
 def _count_digits(s: str) -> int:
@@ -215,24 +231,31 @@ def redact_pii(text: str, cfg: PiiConfig) -> tuple[str, dict[str, int]]:
         text, n = _EMAIL.subn(cfg.email_replacement, text)
         if n:
             counts["email"] = n
-    first_digit, iban_hint = digit_hints(text)
+    # The hints hold for the text they were taken of: after a replacement they are taken again (rare), since a
+    # configured replacement may hold what a later pattern looks for.
+    first_digit, iban, ipv6, ipv4, phone = pii_hints(text)
     if first_digit < 0:
         return text, counts
-    if cfg.iban and iban_hint:
+    if cfg.iban and iban:
         text, n = _substitute_iban(text, cfg.iban_replacement)
         if n:
             counts["iban"] = n
+            first_digit, iban, ipv6, ipv4, phone = pii_hints(text)
     if cfg.ip:
         n_ip = 0
-        if "::" in text or text.count(":") >= 7:
+        if ipv6:
             text, n = _substitute(_IPV6, text, cfg.ip_replacement, _ipv6_ok)
-            n_ip += n
-        if _IPV4_HINT.search(text):
+            if n:
+                n_ip += n
+                first_digit, iban, ipv6, ipv4, phone = pii_hints(text)
+        if ipv4:
             text, n = _IPV4.subn(cfg.ip_replacement, text)
-            n_ip += n
+            if n:
+                n_ip += n
+                first_digit, iban, ipv6, ipv4, phone = pii_hints(text)
         if n_ip:
             counts["ip"] = n_ip
-    if cfg.phone and ("+" in text or _FREE_ZERO.search(text)):
+    if cfg.phone and phone:
         text, n = _substitute(_PHONE, text, cfg.phone_replacement, _phone_ok)
         if n:
             counts["phone"] = n

@@ -9,7 +9,7 @@ import pytest
 from stages.ingest import normalize, pii
 from tests.ingest.test_wordstats import udhr_texts
 
-COMPILED = normalize._suspect_compiled is not None and pii._digit_hints_compiled is not None
+COMPILED = normalize._suspect_compiled is not None and pii._pii_hints_compiled is not None
 
 EDGE_CASES = [
     "",
@@ -35,20 +35,34 @@ EDGE_CASES = [
     "year 2024, then IBAN FR1420041010050500013M02606",
     "٣٤ Arabic-Indic and ० Devanagari digits, then AT٣",  # \d is any decimal digit
     "² ³ ① are digits for str.isdigit but not decimal",
+    "::1 and fe80::1",  # IPv6 hints: "::" ...
+    "a:b:c:d:e:f:g:h 1",  # ... or seven colons
+    "a:b:c:d:e:f 1:",
+    "IP 192.168.0.1, not 1.2.3 or 1.2345.6.7; 1.2.3.4",  # IPv4 hint: three dots between 1-3 digits
+    ".1.22.333.4444 .1.2.x3",
+    ".١.٢.٣",  # any decimal digit
+    "0 at the start",  # phone hints: a "0" that starts a number ...
+    "x0 x-0 x.0 x/0 x,0 x+0 x_0 é0 \U0001d7d80 7 -- not after a word or number character",
+    "tel (0)30 and +49 1",  # ... or a "+"
+    "a +, no digit",
 ]
 
 
 def _random_texts(n: int = 3000) -> list[str]:
     """Short strings over the characters the scans care about, mixed with others."""
-    alphabet = ("AaDEFRTZ09٣ \t\n\r\x00\x1f\x7f\x80\x9f\xa0\xbb\xbf\xc2\xc3\xd3\xd4âïÃ€‚ƒ„…™œŸ\ufeff\ud800\uffff"
+    alphabet = ("AaDEFRTZ09٣ :.+-,/_\t\n\r\x00\x1f\x7f\x80\x9f\xa0\xbb\xbf\xc2\xc3\xd3\xd4âïÃ€‚ƒ„…™œŸ\ufeff\ud800\uffff"
                 "é€\U0001d7d8😀")
     rng = random.Random(14)
     return ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(n)]
 
 
-def _reference_digit_hints(text: str) -> tuple[int, bool]:
+def _reference_pii_hints(text: str) -> tuple[int, bool, bool, bool, bool]:
     first = pii._DIGIT.search(text)
-    return (-1, False) if first is None else (first.start(), pii._IBAN_HINT.search(text, first.start()) is not None)
+    if first is None:
+        return -1, False, False, False, False
+    return (first.start(), pii._IBAN_HINT.search(text, first.start()) is not None,
+            "::" in text or text.count(":") >= 7, pii._IPV4_HINT.search(text) is not None,
+            "+" in text or pii._FREE_ZERO.search(text) is not None)
 
 
 @pytest.mark.skipif(not COMPILED, reason="the C extension was not built (no C compiler)")
@@ -60,19 +74,56 @@ def test_suspect_is_the_regex(udhr_dir):
 
 
 @pytest.mark.skipif(not COMPILED, reason="the C extension was not built (no C compiler)")
-def test_digit_hints_are_the_regexes(udhr_dir):
+def test_pii_hints_are_the_regexes(udhr_dir):
     texts = EDGE_CASES + udhr_texts(udhr_dir) + _random_texts()
+    answers = []
     for text in texts:
-        assert pii.digit_hints(text) == _reference_digit_hints(text), repr(text[:80])
-    assert pii.digit_hints("DE89 3704")[1] and not pii.digit_hints("De89 3704")[1]
+        answers.append(pii.pii_hints(text))
+        assert answers[-1] == _reference_pii_hints(text), repr(text[:80])
+    for kind in range(1, 5):  # each hint both true and false somewhere
+        assert {a[kind] for a in answers} == {True, False}, kind
+    assert pii.pii_hints("DE89 3704")[1] and not pii.pii_hints("De89 3704")[1]
+
+
+PII_PIECES = ["+49 30 1234567", "030 1234567", "(01) 234 5678", "DE89 3704 0044 0532 0130 00", "DE89 3704 0044", "10.0.0.1",
+              "1.2.3", "fe80::1", "a:b:c:d:e:f:g:1", "x@example.org", "2024", "0", "+", ".", ":", "word", " ", "\n", ","]
+
+
+def _redact_without_fast_paths(text: str, cfg: pii.PiiConfig) -> tuple[str, dict[str, int]]:
+    """`pii.redact_pii` as if no hint existed: every pattern runs, in its order."""
+    counts: dict[str, int] = {}
+    text, counts["email"] = pii._EMAIL.subn(cfg.email_replacement, text)
+    text, counts["iban"] = pii._substitute_iban(text, cfg.iban_replacement)
+    text, n_ipv6 = pii._substitute(pii._IPV6, text, cfg.ip_replacement, pii._ipv6_ok)
+    text, n_ipv4 = pii._IPV4.subn(cfg.ip_replacement, text)
+    counts["ip"] = n_ipv6 + n_ipv4
+    text, counts["phone"] = pii._substitute(pii._PHONE, text, cfg.phone_replacement, pii._phone_ok)
+    return text, {kind: n for kind, n in counts.items() if n}
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_the_hints_never_change_a_redaction(compiled, monkeypatch):
+    """The hints only decide which regexes run: text and counts are those of running every pattern, also with
+    replacements that hold what a later pattern looks for (the hints are taken again after a replacement)."""
+    if compiled and not COMPILED:
+        pytest.skip("the C extension was not built (no C compiler)")
+    if not compiled:
+        monkeypatch.setattr(pii, "_pii_hints_compiled", None)
+    rng = random.Random(7)
+    texts = ["".join(rng.choice(PII_PIECES) for _ in range(rng.randint(1, 12))) for _ in range(3000)]
+    for cfg in (pii.PiiConfig(), pii.PiiConfig(iban_replacement="fe80::1:2:3", ip_replacement="030 1234567")):
+        redacted = [pii.redact_pii(t, cfg) for t in texts]
+        assert redacted == [_redact_without_fast_paths(t, cfg) for t in texts]
+        assert sum(bool(counts) for _, counts in redacted) > 1000  # most texts had something redacted
 
 
 def test_without_the_extension_the_regexes_answer(monkeypatch):
     monkeypatch.setattr(normalize, "_suspect_compiled", None)
-    monkeypatch.setattr(pii, "_digit_hints_compiled", None)
+    monkeypatch.setattr(pii, "_pii_hints_compiled", None)
     assert normalize.is_suspect("BrÃ¼cke") and not normalize.is_suspect("Brücke")
-    assert pii.digit_hints("IBAN DE89 3704") == (7, True)
-    assert pii.digit_hints("no digit") == (-1, False)
+    assert pii.pii_hints("IBAN DE89 3704") == (7, True, False, False, False)
+    assert pii.pii_hints("IP 10.0.0.1, tel. +49 30 1234") == (3, False, False, True, True)
+    assert pii.pii_hints("no digit: +") == (-1, False, False, False, False)
 
 
 @pytest.mark.skipif(not COMPILED, reason="the C extension was not built (no C compiler)")
@@ -81,8 +132,10 @@ def test_a_wrong_table_is_refused():
 
     with pytest.raises(ValueError, match="65536 bytes"):
         _textscan.suspect("text", b"\x00" * 10)
+    with pytest.raises(ValueError, match="676 bytes"):
+        _textscan.pii_hints("text", pii._HINT_CLASSES, b"\x00")
     with pytest.raises(TypeError):
-        _textscan.digit_hints(b"bytes", pii._COUNTRY_PAIRS)
+        _textscan.pii_hints(b"bytes", pii._HINT_CLASSES, pii._COUNTRY_PAIRS)
 
 
 def test_compiled_where_a_compiler_exists():
