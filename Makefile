@@ -26,7 +26,7 @@ install: $(STAMP)
 # The C extensions (stages/ingest/_wordstats.c, _dedupkeys.c, _textscan.c) are compiled by this install: a changed source
 # reinstalls.
 # torch 2.13.0 comes from the machine's local wheel where pip is set up for it (CPU build).
-$(STAMP): pyproject.toml stages/ingest/_wordstats.c stages/ingest/_dedupkeys.c stages/ingest/_textscan.c
+$(STAMP): pyproject.toml stages/ingest/_wordstats.c stages/ingest/_dedupkeys.c stages/ingest/_textscan.c stages/ingest/_unicode_kinds.h
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[dev]"

@@ -20,19 +20,7 @@ Build: an optional extension (pyproject.toml); without a C compiler the package 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-/* The scans below are written once for any string kind and inlined with a constant kind per call site
-   (dispatch below), so the compiler drops PyUnicode_READ's switch from the loop: ~3x faster than reading with
-   a run-time kind. */
-#if defined(__GNUC__)
-#define SPECIALISED static inline __attribute__((always_inline))
-#else
-#define SPECIALISED static inline
-#endif
-
-#define DISPATCH(scan, kind, ...)                                                        \
-    ((kind) == PyUnicode_1BYTE_KIND   ? scan(PyUnicode_1BYTE_KIND, __VA_ARGS__)          \
-     : (kind) == PyUnicode_2BYTE_KIND ? scan(PyUnicode_2BYTE_KIND, __VA_ARGS__)          \
-                                      : scan(PyUnicode_4BYTE_KIND, __VA_ARGS__))
+#include "_unicode_kinds.h"
 
 /* Bits of the suspect table (normalize._suspect_classes): one byte per code point of the Basic Multilingual
    Plane; code points above it are in no class. A_CIRC, I_DIAER, RAQUO, IQUEST are the single characters of the

@@ -173,7 +173,17 @@ def test_config_validation():
 WORD_EDGE_CASES = [
     "", " \n\t ", "a", "İstanbul ΣΊΣΥΦΟΣ ß ǅ ﬁ", "snake_case __ _", "l'homme il-kelb 1,5 e.g.",
     "² ③ ٣٤ 𝐀𝐁 😀 𐍈𐍈 \u0915\u093f", "a\u00a0b\u2003c", "\ud800 lone \udfff surrogates", "x" * 3000,
+    "ΟΔΟΣ ΟΔΟΣ. Σ ΑΣ.Σ", "words before İ and after", "words before 😀 and after", "𐐀𐐁 Deseret 𐐨",  # str.lower() ...
+    "ẞ K Ω Ꭰ ǈ ᾈ Ⅻ Ⓐ",  # ... and single code points whose lower case is another block's
 ]
+
+
+def _random_texts(n: int = 3000) -> list[str]:
+    """Short texts over characters where lower-casing and word or space classes meet, mixed with plain words."""
+    alphabet = ["a", "B", "Σ", "σ", "İ", "I", "ẞ", "K", "Ω", "Ꭰ", "ǅ", "_", "1", "٣", "'", "-", " ", "\u00a0", "\u3000",
+                "\n", "\x1c", "\u0307", "😀", "𐐀", "\ud800", "word", "Wort", "λέξη"]
+    rng = random.Random(3)
+    return ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 15))) for _ in range(n)]
 
 
 @pytest.mark.skipif(not minhash.COMPILED, reason="the C extension was not built (no C compiler)")
@@ -182,7 +192,7 @@ def test_compiled_dedup_keys_match_the_definitions(udhr_dir):
     500+ languages (many scripts), with n-grams longer and shorter than some documents and other constants."""
     from tests.ingest.test_wordstats import udhr_texts
 
-    texts = WORD_EDGE_CASES + ["\x1c\x1d\x1e\x1f\x85 \u3000end\u200b", "one two three four"] + udhr_texts(udhr_dir)
+    texts = WORD_EDGE_CASES + ["\x1c\x1d\x1e\x1f\x85 \u3000end\u200b", "one two three four"] + udhr_texts(udhr_dir) + _random_texts()
     configs = [CFG, DedupConfig(ngram=1, num_perm=7, bands=7, rows=1, seed=5), DedupConfig(ngram=9, num_perm=64, bands=8, rows=8)]
     for i in range(0, len(texts), 97):
         batch = texts[i : i + 97]
