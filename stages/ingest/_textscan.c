@@ -1,17 +1,19 @@
 /* Whole-text scans that decide whether a slower step has anything to do, one pass over the code points each.
 
-Why C: normalisation asks of every document whether it holds a control character or a mojibake marker; PII
-redaction where its first digit is, whether a digit follows an IBAN country code, and whether an IPv6 address
-(":"), an IPv4 address (three dots between digits) or a phone number ("+", a "0" that starts a number) can be
-in it. Nearly every document has none of them (or its digits late), so Python reads each text to the end for
-each question (`re` at ~200 MB/s): ~35 s of scans per 2 GB, ~9% of an ingest worker's CPU. A table look-up
-per code point here answers them all in one pass, ~5x faster (measured in one process against the regexes,
-docs/scaling.md).
+Why C: normalisation asks of every document whether it holds a control character or a mojibake marker, a code
+point that Unicode normalisation may change, or whitespace at a line's end (`settled`); PII redaction where its
+first digit is, whether a digit follows an IBAN country code, and whether an IPv6 address (":"), an IPv4 address
+(three dots between digits) or a phone number ("+", a "0" that starts a number) can be in it. Nearly every
+document has none of them (or its digits late), so Python reads each text to the end for each question (`re` at
+~200 MB/s; the normalisation also a split and a join): ~40 s of scans per 2 GB, ~10% of an ingest worker's CPU.
+A table look-up per code point here answers each group in one pass, ~3-5x faster (measured in one process
+against the Python, docs/scaling.md).
 
 Exactness: the regexes are the definitions (`normalize._SUSPECT`, and in pii `_DIGIT`, `_IBAN_HINT`,
 `_IPV4_HINT`, `_FREE_ZERO`); their character classes reach C as tables that the Python modules build from the
-same character sets, so nothing is spelt twice. Tests compare both on the UDHR in its 500+ languages, on crafted
-edge cases and on random text. Above the Basic Multilingual Plane, which the tables cover, `\d` of a str pattern
+same character sets, so nothing is spelt twice (`normalize._settled_classes` asks `unicodedata` and str.isspace()
+the same way). Tests compare both on the UDHR in its 500+ languages, on crafted edge cases and on random text.
+Above the Basic Multilingual Plane, which the tables cover, `\d` of a str pattern
 is Py_UNICODE_ISDECIMAL and `\w` Py_UNICODE_ISALNUM or "_" in CPython's `re`, as here.
 
 Build: an optional extension (pyproject.toml); without a C compiler the package runs the regexes.
@@ -49,16 +51,20 @@ static int check_args(PyObject *const *args, Py_ssize_t nargs, const char *who) 
     return 0;
 }
 
+/* Whether normalize._SUSPECT matches at i, whose classes are c. */
+SPECIALISED int suspect_at(int kind, const void *data, Py_ssize_t n, const unsigned char *cls, Py_ssize_t i,
+                           unsigned char c) {
+    if (c & CONTROL) return 1;
+    unsigned char next = i + 1 < n ? class_at(cls, kind, data, i + 1) : 0;
+    unsigned char after = i + 2 < n ? class_at(cls, kind, data, i + 2) : 0;
+    return ((c & LEAD) && (next & CONT)) || ((c & A_CIRC) && (next & PUNCT) && (after & CONT)) ||
+           ((c & I_DIAER) && (next & RAQUO) && (after & IQUEST));
+}
+
 SPECIALISED int suspect_in(int kind, const void *data, Py_ssize_t n, const unsigned char *cls) {
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned char c = class_at(cls, kind, data, i);
-        if (!(c & (CONTROL | LEAD | A_CIRC | I_DIAER))) continue;
-        if (c & CONTROL) return 1;
-        unsigned char next = i + 1 < n ? class_at(cls, kind, data, i + 1) : 0;
-        unsigned char after = i + 2 < n ? class_at(cls, kind, data, i + 2) : 0;
-        if (((c & LEAD) && (next & CONT)) || ((c & A_CIRC) && (next & PUNCT) && (after & CONT)) ||
-            ((c & I_DIAER) && (next & RAQUO) && (after & IQUEST)))
-            return 1;
+        if ((c & (CONTROL | LEAD | A_CIRC | I_DIAER)) && suspect_at(kind, data, n, cls, i, c)) return 1;
     }
     return 0;
 }
@@ -73,6 +79,57 @@ static PyObject *suspect(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     PyObject *text = args[0];
     int found = DISPATCH(suspect_in, PyUnicode_KIND(text), PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text), cls);
     return PyBool_FromLong(found);
+}
+
+/* Bits of the second normalisation table (normalize._settled_classes): SPACE for str.isspace(); NFC and NFKC for
+   a code point that normalising to that form leaves alone wherever it stands (see there); MARKER where the
+   suspect table has CONTROL, LEAD, A_CIRC or I_DIAER (where a _SUSPECT match can start); NEWLINE for "\n". The
+   loop below reads one table for nearly every code point and looks closer only at those with MARKER, NEWLINE or
+   without the form's bit: whitespace at a line's end is found from the "\n" after it (the branch per space
+   character cost ~3x the scan). */
+enum { SPACE = 1, NFC = 2, NFKC = 4, MARKER = 8, NEWLINE = 16 };
+
+SPECIALISED int settled_in(int kind, const void *data, Py_ssize_t n, const unsigned char *cls,
+                           const unsigned char *norm, unsigned char form) {
+    if (n == 0) return 1;
+    Py_UCS4 last = PyUnicode_READ(kind, data, n - 1);
+    if (PyUnicode_READ(kind, data, 0) == '\n' || last == '\n' || (last < 0x10000 && (norm[last] & SPACE))) return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+        if (ch >= 0x10000) return 0;
+        unsigned char m = norm[ch];
+        if ((m & (MARKER | NEWLINE | form)) == form) continue; /* nearly every code point */
+        if (!(m & form)) return 0;
+        if ((m & MARKER) && suspect_at(kind, data, n, cls, i, cls[ch])) return 0;
+        if (m & NEWLINE) { /* i > 0: the text does not start with "\n" */
+            Py_UCS4 before = PyUnicode_READ(kind, data, i - 1);
+            if (before != '\n' && before < 0x10000 && (norm[before] & SPACE)) return 0;
+        }
+    }
+    return 1;
+}
+
+/* settled(text, classes, norm, form) -> bool: whether normalize.normalize_text has nothing to change in text: no
+   _SUSPECT match (`classes`), only code points that the normal form leaves alone wherever they stand (bit `form`
+   of `norm`), no whitespace at a line's end and no newline at either end. False also where it cannot tell (a
+   code point above the Basic Multilingual Plane): the caller then takes the long way. */
+static PyObject *settled(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyUnicode_Check(args[0]) || !PyLong_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "settled(text: str, classes: bytes, norm: bytes, form: int)");
+        return NULL;
+    }
+    const unsigned char *cls = table_of(args[1], 0x10000, "settled");
+    const unsigned char *norm = cls ? table_of(args[2], 0x10000, "settled") : NULL;
+    if (!norm) return NULL;
+    long form = PyLong_AsLong(args[3]);
+    if (form != NFC && form != NFKC) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "settled: form must be 2 (NFC) or 4 (NFKC)");
+        return NULL;
+    }
+    PyObject *text = args[0];
+    int ok = DISPATCH(settled_in, PyUnicode_KIND(text), PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text), cls, norm,
+                      (unsigned char)form);
+    return PyBool_FromLong(ok);
 }
 
 /* Bits of the PII table (pii._hint_classes), one byte per code point of the Basic Multilingual Plane: DECIMAL for
@@ -157,6 +214,8 @@ static PyObject *pii_hints(PyObject *self, PyObject *const *args, Py_ssize_t nar
 static PyMethodDef methods[] = {
     {"suspect", (PyCFunction)(void (*)(void))suspect, METH_FASTCALL,
      "suspect(text, classes) -> bool: whether normalize._SUSPECT matches in text (classes: normalize._suspect_classes())."},
+    {"settled", (PyCFunction)(void (*)(void))settled, METH_FASTCALL,
+     "settled(text, classes, norm, form) -> bool: whether normalize.normalize_text leaves text as it is."},
     {"pii_hints", (PyCFunction)(void (*)(void))pii_hints, METH_FASTCALL,
      "pii_hints(text, classes, pairs) -> (index of the first decimal digit or -1, iban, ipv6, ipv4, phone): pii.pii_hints."},
     {NULL, NULL, 0, NULL},

@@ -69,12 +69,43 @@ def _suspect_classes() -> bytes:
     return bytes(table)
 
 
+_MATCH_STARTS = 1 | 2 | 16 | 32  # the bits of _suspect_classes where a _SUSPECT match can start: control, lead, â, ï
+
+
+def _settled_classes(suspect_classes: bytes) -> bytes:
+    """What `_textscan.settled` reads beside `_suspect_classes()`: a byte per code point of the Basic Multilingual
+    Plane, bit 1 for str.isspace(), bits 2 (NFC) and 4 (NFKC) for a code point that `normalize_text`'s character
+    steps leave alone wherever it stands: not U+2028/U+2029 (they become "\n"), canonical combining class 0,
+    in that form on its own, and nothing before it can compose with it (the second of no canonical pair, no
+    Hangul vowel or trailing consonant). Unicode's quick check (UAX #15) answers Yes for a text of such code points,
+    so it is normalised. Composites above the plane have their second code point there too (a test checks).
+    Bit 8: where a `_SUSPECT` match can start (the suspect table's first four bits); bit 16: "\n"."""
+    seconds = set(range(0x1161, 0x1176)) | set(range(0x11A8, 0x11C3))  # Hangul V and T jamo
+    for c in range(0x10000):
+        parts = unicodedata.decomposition(chr(c)).split()
+        if len(parts) == 2 and not parts[0].startswith("<"):
+            seconds.add(int(parts[1], 16))
+    table = bytearray(0x10000)
+    for c in range(0x10000):
+        ch = chr(c)
+        bits = 1 if ch.isspace() else 0
+        if c not in seconds and c not in (0x2028, 0x2029) and unicodedata.combining(ch) == 0:
+            bits |= (2 if unicodedata.is_normalized("NFC", ch) else 0) | (4 if unicodedata.is_normalized("NFKC", ch) else 0)
+        table[c] = bits | (8 if suspect_classes[c] & _MATCH_STARTS else 0)
+    table[ord("\n")] |= 16
+    return bytes(table)
+
+
+_FORM_BITS = {"NFC": 2, "NFKC": 4}
+
 try:
+    from ._textscan import settled as _settled_compiled
     from ._textscan import suspect as _suspect_compiled
 except ImportError:  # built without a C compiler: the regex, same answers, ~5x slower
-    _suspect_compiled = None
+    _suspect_compiled = _settled_compiled = None
 else:
     _SUSPECT_CLASSES = _suspect_classes()
+    _SETTLED_CLASSES = _settled_classes(_SUSPECT_CLASSES)
 
 
 def is_suspect(text: str) -> bool:
@@ -104,6 +135,9 @@ def normalize_text(text: str, cfg: NormalizeConfig) -> tuple[str, bool]:
     ftfy needs; control characters are removed before Unicode normalisation; trailing whitespace last
     (every line is right-stripped, blank lines at the start and end of the document are dropped).
     """
+    # Nearly every document has nothing to change: one scan in C says so (`_textscan.settled`).
+    if _settled_compiled is not None and _settled_compiled(text, _SUSPECT_CLASSES, _SETTLED_CLASSES, _FORM_BITS[cfg.form]):
+        return text, False
     repaired = False
     ascii_only = text.isascii()  # pure ASCII can contain neither mojibake nor non-NFC sequences
     # Without a mojibake marker or a control character (\r included) the first two steps and the control

@@ -9,7 +9,8 @@ import pytest
 from stages.ingest import normalize, pii
 from tests.ingest.test_wordstats import udhr_texts
 
-COMPILED = normalize._suspect_compiled is not None and pii._pii_hints_compiled is not None
+COMPILED = (normalize._suspect_compiled is not None and normalize._settled_compiled is not None
+            and pii._pii_hints_compiled is not None)
 
 EDGE_CASES = [
     "",
@@ -54,6 +55,55 @@ def _random_texts(n: int = 3000) -> list[str]:
                 "é€\U0001d7d8😀")
     rng = random.Random(14)
     return ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(n)]
+
+
+NORMALIZE_CASES = [
+    "plain text", "a \nb", "a\t\nb", "\nstart", "end\n", "end ", "end\u00a0", "a\n\nb", "a\n \nb", "e\u0301",  # combining
+    "\u00e9", "\u1100\u1161", "\uac00\u11a8", "\u0b47\u0b3e", "x\u2028y", "x\u2029", "\ufb01", "\u2126", "\u212b",
+    "\u0344", "\u0958", "\U0001d15e", "😀", "", "\r\n", "BrÃ¼cke", "a\x85", "\u3000end\u3000",
+]
+
+
+def _random_normalize_texts(n: int = 3000) -> list[str]:
+    """Short texts over what each normalisation step looks at: spaces and newlines, marks and what they compose
+    with, Hangul jamo, compatibility characters, line separators, mojibake markers."""
+    alphabet = ["a", "e", "\u00e9", "\u0301", "\u0327", "\u1100", "\u1161", "\u11a8", "\uac00", "\u0b47", "\u0b3e",
+                "\ufb01", "\u2126", " ", "\t", "\n", "\u00a0", "\u3000", "\u2028", "Ã", "¼", "â€", "\r", "\x00", "😀",
+                "word", "λέξη", "\u0958", "\u0915\u093c"]
+    rng = random.Random(11)
+    return ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 10))) for _ in range(n)]
+
+
+@pytest.mark.skipif(not COMPILED, reason="the C extension was not built (no C compiler)")
+@pytest.mark.parametrize("form", ["NFC", "NFKC"])
+def test_settled_texts_are_left_as_they_are(form, udhr_dir, monkeypatch):
+    """`_textscan.settled` says True only of texts the full normalisation returns unchanged, and the results with
+    and without it are equal; it answers True for most clean prose (or it would be no fast path)."""
+    cfg = normalize.NormalizeConfig(form=form)
+    udhr = udhr_texts(udhr_dir)
+    clean = [normalize.normalize_text(t, cfg)[0] for t in udhr]  # what most web text looks like already
+    texts = NORMALIZE_CASES + EDGE_CASES + udhr + clean + _random_normalize_texts()
+    settled = [normalize._settled_compiled(t, normalize._SUSPECT_CLASSES, normalize._SETTLED_CLASSES,
+                                           normalize._FORM_BITS[form]) for t in texts]
+    fast = [normalize.normalize_text(t, cfg) for t in texts]
+    monkeypatch.setattr(normalize, "_settled_compiled", None)
+    slow = [normalize.normalize_text(t, cfg) for t in texts]
+    assert fast == slow
+    for text, ok, result in zip(texts, settled, slow):
+        if ok:
+            assert result == (text, False), repr(text[:80])
+    assert sum(settled[len(texts) - len(clean) - 3000:-3000]) > 0.8 * len(clean) and not all(settled)  # 85%: marks fall back
+
+
+def test_no_composite_above_the_plane_composes_with_a_code_point_in_it():
+    """`normalize._settled_classes` looks for the second code points of canonical pairs in the composites of the
+    Basic Multilingual Plane only: this Python's Unicode has none above it whose second code point is in it."""
+    import unicodedata
+
+    for c in range(0x10000, 0x110000):
+        parts = unicodedata.decomposition(chr(c)).split()
+        if len(parts) == 2 and not parts[0].startswith("<"):
+            assert int(parts[1], 16) >= 0x10000, hex(c)
 
 
 def _reference_pii_hints(text: str) -> tuple[int, bool, bool, bool, bool]:
@@ -119,8 +169,10 @@ def test_the_hints_never_change_a_redaction(compiled, monkeypatch):
 
 def test_without_the_extension_the_regexes_answer(monkeypatch):
     monkeypatch.setattr(normalize, "_suspect_compiled", None)
+    monkeypatch.setattr(normalize, "_settled_compiled", None)
     monkeypatch.setattr(pii, "_pii_hints_compiled", None)
     assert normalize.is_suspect("BrÃ¼cke") and not normalize.is_suspect("Brücke")
+    assert normalize.normalize_text("BrÃ¼cke e\u0301 \n", normalize.NormalizeConfig()) == ("Brücke \u00e9", True)
     assert pii.pii_hints("IBAN DE89 3704") == (7, True, False, False, False)
     assert pii.pii_hints("IP 10.0.0.1, tel. +49 30 1234") == (3, False, False, True, True)
     assert pii.pii_hints("no digit: +") == (-1, False, False, False, False)
@@ -132,6 +184,8 @@ def test_a_wrong_table_is_refused():
 
     with pytest.raises(ValueError, match="65536 bytes"):
         _textscan.suspect("text", b"\x00" * 10)
+    with pytest.raises(ValueError, match="form must be"):
+        _textscan.settled("text", normalize._SUSPECT_CLASSES, normalize._SETTLED_CLASSES, 3)
     with pytest.raises(ValueError, match="676 bytes"):
         _textscan.pii_hints("text", pii._HINT_CLASSES, b"\x00")
     with pytest.raises(TypeError):
