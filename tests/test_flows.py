@@ -76,6 +76,39 @@ def test_prefect_flow_runs_units_as_tasks_and_leaves_an_artifact(prefect_harness
     assert units_run == units_planned and len(names) < units_planned, names
 
 
+_CLIENTS_SEEN: list = []  # in a process-pool worker: the API clients its task runs were given (kept alive)
+
+
+def _clients_so_far() -> int:
+    """A task's body: how many distinct API clients this worker's task runs have had, this one included."""
+    from prefect import get_client
+
+    _CLIENTS_SEEN.append(get_client(sync_client=True))
+    return len({id(c) for c in _CLIENTS_SEEN})
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_process_pool_workers_keep_one_api_client(prefect_harness, keep, monkeypatch):
+    """flows.stages.keep_api_client: every task run in a process-pool worker gets the worker's one client (each
+    new one costs two TLS contexts); without it each task run builds its own. Tells when Prefect changes that.
+    The API URL reaches the workers in their environment, as in a run (flows/temporary_server.py reporting_to)."""
+    from prefect import flow, task
+    from prefect.settings import PREFECT_API_URL
+    from prefect.task_runners import ProcessPoolTaskRunner
+
+    from flows.stages import keep_api_client
+
+    monkeypatch.setenv("PREFECT_API_URL", PREFECT_API_URL.value())
+
+    clients = task(_clients_so_far)
+
+    @flow(task_runner=ProcessPoolTaskRunner(max_workers=1, initializer=keep_api_client if keep else None))
+    def three_tasks() -> list[int]:
+        return [clients.submit().result() for _ in range(3)]
+
+    assert three_tasks() == ([1, 1, 1] if keep else [1, 2, 3])
+
+
 @pytest.mark.parametrize("runner", ["processes", "dask"])
 def test_workers_report_to_the_flows_temporary_server(tmp_path, udhr_dir, runner):
     """Without PREFECT_API_URL, `europa` starts one temporary server; the process pool's workers, and the local
