@@ -33,7 +33,8 @@ for _key, _value in {
 #   36 ms of CPU per second that way, 15 with a 500 ms tick and a 5 s monitor. (The nanny's memory check, which
 #   guards the node against a runaway worker, keeps its 100 ms.)
 # - Arrow's allocator: jemalloc, as `europa` sets for itself (pipeline/cli.py), for workers started without it.
+# - one Prefect API client for the worker's life (flows/task_context.py: dask_setup, Dask's preload hook).
 DASK_WORKER_ENV = {"MALLOC_TRIM_THRESHOLD_": str(64 << 20), "MALLOC_MMAP_THRESHOLD_": str(16 << 20),
                    "ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}
 DASK_WORKER_CONFIG = {"distributed.worker.profile.enabled": False, "distributed.admin.tick.interval": "500ms",
-                      "distributed.admin.system-monitor.interval": "5s"}
+                      "distributed.admin.system-monitor.interval": "5s", "distributed.worker.preload": "flows.task_context"}

@@ -25,6 +25,7 @@ from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
 
 from flows.bundles import BundlePlanner
 from flows.dask_cluster import DATA_STAGES, dask_scheduler, discard_early, started_early
+from flows.task_context import keep_api_client, settings_by_value
 from flows.temporary_server import reporting_to, temporary_server
 from pipeline import progress
 from pipeline.config import PipelineConfig
@@ -64,7 +65,8 @@ def prefect_mapper(ctx: StageContext, units: list[Unit]) -> list[dict[str, Any]]
 
     def submit(bundle: list[Unit], tries: int) -> None:
         more = f"+{len(bundle) - 1}" if len(bundle) > 1 else ""
-        future = units_task.submit(ctx, bundle, f"{ctx.stage}:{bundle[0].step}:{bundle[0].id}{more}")
+        with settings_by_value():  # not rebuilt by every task run (flows/task_context.py)
+            future = units_task.submit(ctx, bundle, f"{ctx.stage}:{bundle[0].step}:{bundle[0].id}{more}")
         pending[future] = (bundle, tries)
         future.add_done_callback(finished.put)
 
@@ -125,19 +127,6 @@ def task_runner(config: PipelineConfig, dask_address: str | None = None):
     if o.task_runner == "processes":
         return ProcessPoolTaskRunner(max_workers=o.max_workers, initializer=keep_api_client)
     return ThreadPoolTaskRunner(max_workers=o.max_workers)
-
-
-def keep_api_client() -> None:
-    """Initializer of the process pool's workers: one Prefect API client for the worker's life. Without it every
-    task run builds two (one to hydrate its context, one in the task engine), each with a TLS context loaded from
-    certifi's bundle even for http:// (~25 ms of CPU apiece on a 2-core VM, ~1% of a 2 GB ingest on one worker)
-    and a connection of its own. Both reuse the client of an entered SyncClientContext, as its docstring says.
-    Without an API URL there is no client to keep: Prefect would start a server for it."""
-    from prefect.context import SyncClientContext
-    from prefect.settings import PREFECT_API_URL
-
-    if PREFECT_API_URL.value():
-        SyncClientContext().__enter__()  # left entered: the worker process ends with the pool
 
 
 # The configuration a pipeline run was started with, by run directory, for the flows of this process: the

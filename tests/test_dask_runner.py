@@ -163,6 +163,7 @@ def test_dask_slurm_dry_run_prints_the_job_script(capsys):
                    "export PREFECT_API_URL=http://login01:4200/api", "export OMP_NUM_THREADS=1",
                    "export MALLOC_TRIM_THRESHOLD_=67108864", "export DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False",
                    "export DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__INTERVAL=5s",
+                   "export DASK_DISTRIBUTED__WORKER__PRELOAD=flows.task_context",
                    f"{sys.executable} -m distributed.cli.dask_worker", "--nthreads 1", "--nworkers 48"):
         assert needle in script, needle
 

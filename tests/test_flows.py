@@ -76,7 +76,7 @@ def test_prefect_flow_runs_units_as_tasks_and_leaves_an_artifact(prefect_harness
     assert units_run == units_planned and len(names) < units_planned, names
 
 
-_CLIENTS_SEEN: list = []  # in a process-pool worker: the API clients its task runs were given (kept alive)
+_CLIENTS_SEEN: list = []  # in a worker process: the API clients its task runs were given (kept alive)
 
 
 def _clients_so_far() -> int:
@@ -88,25 +88,77 @@ def _clients_so_far() -> int:
 
 
 @pytest.mark.parametrize("keep", [True, False])
-def test_process_pool_workers_keep_one_api_client(prefect_harness, keep, monkeypatch):
-    """flows.stages.keep_api_client: every task run in a process-pool worker gets the worker's one client (each
-    new one costs two TLS contexts); without it each task run builds its own. Tells when Prefect changes that.
+@pytest.mark.parametrize("runner", ["processes", "dask"])
+def test_workers_keep_one_api_client(prefect_harness, runner, keep, monkeypatch):
+    """flows/task_context.py: every task run in a process-pool worker (the pool's initializer) or a Dask worker
+    (a preload) gets the worker's one client (each new one costs two TLS contexts); without it each task run
+    builds its own. Tells when Prefect, or how Dask hands its workers' context to their tasks, changes that.
     The API URL reaches the workers in their environment, as in a run (flows/temporary_server.py reporting_to)."""
+    import dask
     from prefect import flow, task
     from prefect.settings import PREFECT_API_URL
     from prefect.task_runners import ProcessPoolTaskRunner
 
-    from flows.stages import keep_api_client
+    from flows.task_context import keep_api_client
 
     monkeypatch.setenv("PREFECT_API_URL", PREFECT_API_URL.value())
-
     clients = task(_clients_so_far)
+    cluster, environ = None, dict(os.environ)  # a Dask nanny writes its workers' environment into this process's
+    if runner == "processes":
+        task_runner = ProcessPoolTaskRunner(max_workers=1, initializer=keep_api_client if keep else None)
+    else:
+        from distributed import LocalCluster
+        from prefect_dask import DaskTaskRunner
 
-    @flow(task_runner=ProcessPoolTaskRunner(max_workers=1, initializer=keep_api_client if keep else None))
+        with dask.config.set({"distributed.worker.preload": "flows.task_context" if keep else []}):
+            cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                                   env={"PREFECT_API_URL": PREFECT_API_URL.value()})
+        task_runner = DaskTaskRunner(address=cluster.scheduler_address)
+
+    @flow(task_runner=task_runner)
     def three_tasks() -> list[int]:
         return [clients.submit().result() for _ in range(3)]
 
-    assert three_tasks() == ([1, 1, 1] if keep else [1, 2, 3])
+    try:
+        assert three_tasks() == ([1, 1, 1] if keep else [1, 2, 3])
+    finally:
+        if cluster is not None:
+            cluster.close()
+            os.environ.clear()
+            os.environ.update(environ)
+
+
+def _flow_settings_seen() -> tuple[int, str]:
+    """A task's body: a setting the flow changed, and the type of the settings context the task run got."""
+    from prefect.context import SettingsContext
+    from prefect.settings import PREFECT_TASK_DEFAULT_RETRIES
+
+    return PREFECT_TASK_DEFAULT_RETRIES.value(), type(SettingsContext.get()).__name__
+
+
+def test_settings_travel_to_workers_as_objects(prefect_harness, monkeypatch):
+    """flows/task_context.py: settings_by_value sends the flow's settings object, not a dict each task run
+    validates again; a task run in another process still sees what the flow set, in Prefect's own context."""
+    from prefect import flow, task
+    from prefect.context import SettingsContext
+    from prefect.settings import PREFECT_API_URL, PREFECT_TASK_DEFAULT_RETRIES, temporary_settings
+    from prefect.task_runners import ProcessPoolTaskRunner
+
+    from flows.task_context import SettingsByValue, keep_api_client, settings_by_value
+
+    monkeypatch.setenv("PREFECT_API_URL", PREFECT_API_URL.value())
+    seen = task(_flow_settings_seen)
+
+    @flow(task_runner=ProcessPoolTaskRunner(max_workers=1, initializer=keep_api_client))
+    def settings_of_a_task() -> tuple[int, str]:
+        with temporary_settings({PREFECT_TASK_DEFAULT_RETRIES: 7}), settings_by_value():
+            current = SettingsContext.get()
+            assert isinstance(current, SettingsByValue)
+            assert current.serialize()["settings"] is current.settings  # the object, not a dict
+            assert isinstance(current.serialize(include_secrets=False)["settings"], dict)  # records: Prefect's own
+            return seen.submit().result()
+
+    assert settings_of_a_task() == (7, "SettingsContext")
 
 
 @pytest.mark.parametrize("runner", ["processes", "dask"])
