@@ -7,12 +7,14 @@ first digit is, whether a digit follows an IBAN country code, and whether an IPv
 document has none of them (or its digits late), so Python reads each text to the end for each question (`re` at
 ~200 MB/s; the normalisation also a split and a join): ~40 s of scans per 2 GB, ~10% of an ingest worker's CPU.
 A table look-up per code point here answers each group in one pass, ~3-5x faster (measured in one process
-against the Python, docs/scaling.md).
+against the Python, docs/scaling.md). The quality filters' line counts (`line_stats`: lines that start with a
+bullet or end with an ellipsis, whether two lines are equal) replace a split, a strip per line and a set.
 
 Exactness: the regexes are the definitions (`normalize._SUSPECT`, and in pii `_DIGIT`, `_IBAN_HINT`,
 `_IPV4_HINT`, `_FREE_ZERO`); their character classes reach C as tables that the Python modules build from the
 same character sets, so nothing is spelt twice (`normalize._settled_classes` asks `unicodedata` and str.isspace()
-the same way). Tests compare both on the UDHR in its 500+ languages, on crafted edge cases and on random text.
+the same way; `quality._line_classes` str.isspace() and the bullets). Tests compare both on the UDHR in its 500+
+languages, on crafted edge cases and on random text.
 Above the Basic Multilingual Plane, which the tables cover, `\d` of a str pattern
 is Py_UNICODE_ISDECIMAL and `\w` Py_UNICODE_ISALNUM or "_" in CPython's `re`, as here.
 
@@ -21,6 +23,10 @@ Build: an optional extension (pyproject.toml); without a C compiler the package 
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "_unicode_kinds.h"
 
@@ -211,6 +217,105 @@ static PyObject *pii_hints(PyObject *self, PyObject *const *args, Py_ssize_t nar
                          found & IPV4 ? Py_True : Py_False, found & PHONE ? Py_True : Py_False);
 }
 
+/* Bits of the line table (quality._line_classes), one byte per code point of the Basic Multilingual Plane:
+   L_SPACE for str.isspace() (what str.strip() removes), L_BULLET for a character of quality._BULLET_CHARS, L_MARK
+   for what the scan counts or splits at (".", "#", "…", "\n"). Above the plane: Py_UNICODE_ISSPACE, as
+   str.isspace(), and nothing else. */
+enum { L_SPACE = 1, L_BULLET = 2, L_MARK = 4 };
+
+SPECIALISED unsigned char line_class(const unsigned char *cls, Py_UCS4 ch) {
+    return ch < 0x10000 ? cls[ch] : (Py_UNICODE_ISSPACE(ch) ? L_SPACE : 0);
+}
+
+typedef struct {
+    Py_ssize_t hashes, ellipses, lines, bullets, ellipsis_ends;
+    uint64_t *line_hash; /* one per non-empty line: equal lines have equal hashes */
+    Py_ssize_t capacity;
+    uint64_t first[256]; /* line_hash until a text has more lines */
+} LineStats;
+
+static int add_line_hash(LineStats *st, uint64_t h) {
+    if (st->lines == st->capacity) {
+        Py_ssize_t capacity = st->capacity * 2;
+        uint64_t *grown = st->line_hash == st->first ? PyMem_Malloc(capacity * sizeof(uint64_t))
+                                                     : PyMem_Realloc(st->line_hash, capacity * sizeof(uint64_t));
+        if (!grown) return -1;
+        if (st->line_hash == st->first) memcpy(grown, st->first, sizeof(st->first));
+        st->line_hash = grown, st->capacity = capacity;
+    }
+    st->line_hash[st->lines] = h;
+    return 0;
+}
+
+/* The line [s, e) of text (no "\n" in it), stripped and, when something is left, counted and hashed. */
+SPECIALISED int add_line(int kind, const void *data, Py_ssize_t s, Py_ssize_t e, const unsigned char *cls,
+                         LineStats *st) {
+    while (s < e && (line_class(cls, PyUnicode_READ(kind, data, s)) & L_SPACE)) s++;
+    while (e > s && (line_class(cls, PyUnicode_READ(kind, data, e - 1)) & L_SPACE)) e--;
+    if (s == e) return 0;
+    if (line_class(cls, PyUnicode_READ(kind, data, s)) & L_BULLET) st->bullets++;
+    Py_UCS4 last = PyUnicode_READ(kind, data, e - 1);
+    if (last == 0x2026 || (last == '.' && e - s >= 3 && PyUnicode_READ(kind, data, e - 2) == '.' &&
+                           PyUnicode_READ(kind, data, e - 3) == '.'))
+        st->ellipsis_ends++;
+    /* A hash of the length and of the first and last 8 code points (FNV-1a): equal lines have equal hashes, and
+       lines of prose rarely share all of these. Hashing every code point cost more than Python's split and set. */
+    uint64_t h = 14695981039346656037ULL ^ (uint64_t)(e - s);
+    for (Py_ssize_t i = s; i < e && i < s + 8; i++) h = (h ^ PyUnicode_READ(kind, data, i)) * 1099511628211ULL;
+    for (Py_ssize_t i = e - 8 > s + 8 ? e - 8 : s + 8; i < e; i++) h = (h ^ PyUnicode_READ(kind, data, i)) * 1099511628211ULL;
+    if (add_line_hash(st, h) < 0) return -1;
+    st->lines++;
+    return 0;
+}
+
+SPECIALISED int line_scan(int kind, const void *data, Py_ssize_t n, const unsigned char *cls, LineStats *st) {
+    Py_ssize_t line_start = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+        if (ch >= 0x10000 || !(cls[ch] & L_MARK)) continue; /* nearly every code point: one look-up */
+        if (ch == '.') { /* str.count("...") in a run of dots: non-overlapping */
+            Py_ssize_t j = i;
+            while (j < n && PyUnicode_READ(kind, data, j) == '.') j++;
+            st->ellipses += (j - i) / 3, i = j - 1;
+        } else if (ch == '#') st->hashes++;
+        else if (ch == 0x2026) st->ellipses++;
+        else { /* "\n" */
+            if (add_line(kind, data, line_start, i, cls, st) < 0) return -1;
+            line_start = i + 1;
+        }
+    }
+    return add_line(kind, data, line_start, n, cls, st);
+}
+
+static int compare_hashes(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* line_stats(text, classes) -> (hashes, ellipses, lines, bullet_lines, ellipsis_lines, distinct): what
+   quality.check_quality asks of a text's lines (`lines` = the non-empty lines of text.split("\n"), each
+   stripped), in one pass: text.count("#"), text.count("...") + text.count("…"), len(lines), how many lines start
+   with a bullet (`classes`), how many end with "..." or "…", and True when no two lines are equal (False when two
+   may be: equal hashes; the caller then compares the lines themselves). */
+static PyObject *line_stats(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (check_args(args, nargs, "line_stats") < 0) return NULL;
+    const unsigned char *cls = table_of(args[1], 0x10000, "line_stats");
+    if (!cls) return NULL;
+    PyObject *text = args[0];
+    LineStats st = {0};
+    st.line_hash = st.first, st.capacity = 256;
+    int failed = DISPATCH(line_scan, PyUnicode_KIND(text), PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text), cls, &st);
+    int distinct = 1;
+    if (!failed && st.lines > 1) {
+        qsort(st.line_hash, (size_t)st.lines, sizeof(uint64_t), compare_hashes);
+        for (Py_ssize_t i = 1; i < st.lines && distinct; i++) distinct = st.line_hash[i] != st.line_hash[i - 1];
+    }
+    if (st.line_hash != st.first) PyMem_Free(st.line_hash);
+    if (failed) return PyErr_NoMemory();
+    return Py_BuildValue("(nnnnnO)", st.hashes, st.ellipses, st.lines, st.bullets, st.ellipsis_ends,
+                         distinct ? Py_True : Py_False);
+}
+
 static PyMethodDef methods[] = {
     {"suspect", (PyCFunction)(void (*)(void))suspect, METH_FASTCALL,
      "suspect(text, classes) -> bool: whether normalize._SUSPECT matches in text (classes: normalize._suspect_classes())."},
@@ -218,6 +323,8 @@ static PyMethodDef methods[] = {
      "settled(text, classes, norm, form) -> bool: whether normalize.normalize_text leaves text as it is."},
     {"pii_hints", (PyCFunction)(void (*)(void))pii_hints, METH_FASTCALL,
      "pii_hints(text, classes, pairs) -> (index of the first decimal digit or -1, iban, ipv6, ipv4, phone): pii.pii_hints."},
+    {"line_stats", (PyCFunction)(void (*)(void))line_stats, METH_FASTCALL,
+     "line_stats(text, classes) -> (hashes, ellipses, lines, bullet_lines, ellipsis_lines, distinct): quality.line_stats."},
     {NULL, NULL, 0, NULL},
 };
 

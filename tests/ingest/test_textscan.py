@@ -6,11 +6,11 @@ import sysconfig
 
 import pytest
 
-from stages.ingest import normalize, pii
+from stages.ingest import normalize, pii, quality
 from tests.ingest.test_wordstats import udhr_texts
 
 COMPILED = (normalize._suspect_compiled is not None and normalize._settled_compiled is not None
-            and pii._pii_hints_compiled is not None)
+            and pii._pii_hints_compiled is not None and quality._line_stats_compiled is not None)
 
 EDGE_CASES = [
     "",
@@ -135,6 +135,55 @@ def test_pii_hints_are_the_regexes(udhr_dir):
     assert pii.pii_hints("DE89 3704")[1] and not pii.pii_hints("De89 3704")[1]
 
 
+LINE_PIECES = ["\n", "\n\n", " ", "\t", "\xa0", "\u3000", "\u2028", "\x1c", "\x85", "\r", ".", "..", "...", "…", "#",
+               "- ", "•", "* x", "·", "word", "Wort", "a", "a ", " a", "😀", "𝐀", "\ud800", "\n- item\n", "line…\n"]
+
+
+def _random_line_texts(n: int = 4000) -> list[str]:
+    """Texts of lines with what `line_stats` counts: whitespace of every kind (only "\n" splits), runs of dots,
+    bullets, ellipses at line ends, code points of 1, 2 and 4 bytes, repeated lines."""
+    rng = random.Random(21)
+    return ["".join(rng.choice(LINE_PIECES) for _ in range(rng.randint(0, 16))) for _ in range(n)]
+
+
+@pytest.mark.skipif(not COMPILED, reason="the C extension was not built (no C compiler)")
+def test_line_stats_is_the_python(udhr_dir):
+    texts = EDGE_CASES + udhr_texts(udhr_dir) + _random_line_texts()
+    texts += ["\n".join(f"line {i}" for i in range(1000)), "\n".join(["same"] * 300 + ["other"])]  # past 256 lines
+    answers, maybe_equal = [], 0
+    for text in texts:
+        answers.append(quality.line_stats(text))
+        python = quality._line_stats_python(text)
+        assert answers[-1][:5] == python[:5], repr(text[:80])
+        assert answers[-1][5] <= python[5], repr(text[:80])  # "distinct" only when no two lines are equal
+        maybe_equal += answers[-1][5] < python[5]  # lines that only share a hash: compared in Python
+    assert maybe_equal < len(texts) / 100, maybe_equal
+    for field in range(5):  # each count zero and nonzero somewhere, both answers of `distinct`
+        assert {bool(a[field]) for a in answers} == {True, False}, field
+    assert {a[5] for a in answers} == {True, False}
+    assert quality.line_stats(".....\n......") == (0, 3, 2, 0, 2, True)  # str.count: non-overlapping "..."
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_check_quality_is_the_same_without_the_line_scan(compiled, udhr_dir, monkeypatch):
+    """check_quality's answers, with `line_stats` in C or in Python, against the lines built in Python only."""
+    if compiled and not COMPILED:
+        pytest.skip("the C extension was not built (no C compiler)")
+    if not compiled:
+        monkeypatch.setattr(quality, "_line_stats_compiled", None)
+    cfg = quality.QualityConfig()
+    rng = random.Random(3)
+    texts = [" ".join(rng.choice(("Wort", "word", "ein", "the", "x")) for _ in range(rng.randint(40, 80))) + piece
+             for piece in _random_line_texts(1500)]
+    texts += [" ".join(["line of some words here"] * 3) + "\n" + "\n".join(rng.choice(("- a b c d", "... x y z w", "x y z w …", "r s t u v"))
+                                                                     for _ in range(rng.randint(5, 30))) for _ in range(500)]
+    texts += ["\n".join(f"{rng.choice('-•*')} item {i} of the list here" for i in range(rng.randint(5, 30))) for _ in range(100)]
+    reasons = [quality.check_quality(t, cfg) for t in texts]
+    monkeypatch.setattr(quality, "line_stats", lambda text: (*quality._line_stats_python(text)[:5], False))
+    assert reasons == [quality.check_quality(t, cfg) for t in texts]
+    assert {"bullet_lines", "ellipsis_lines", "dup_lines", None} <= set(reasons), set(reasons)
+
+
 PII_PIECES = ["+49 30 1234567", "030 1234567", "(01) 234 5678", "DE89 3704 0044 0532 0130 00", "DE89 3704 0044", "10.0.0.1",
               "1.2.3", "fe80::1", "a:b:c:d:e:f:g:1", "x@example.org", "2024", "0", "+", ".", ":", "word", " ", "\n", ","]
 
@@ -171,6 +220,8 @@ def test_without_the_extension_the_regexes_answer(monkeypatch):
     monkeypatch.setattr(normalize, "_suspect_compiled", None)
     monkeypatch.setattr(normalize, "_settled_compiled", None)
     monkeypatch.setattr(pii, "_pii_hints_compiled", None)
+    monkeypatch.setattr(quality, "_line_stats_compiled", None)
+    assert quality.line_stats("- a\n- a…\n#") == (1, 1, 3, 2, 1, True)
     assert normalize.is_suspect("BrÃ¼cke") and not normalize.is_suspect("Brücke")
     assert normalize.normalize_text("BrÃ¼cke e\u0301 \n", normalize.NormalizeConfig()) == ("Brücke \u00e9", True)
     assert pii.pii_hints("IBAN DE89 3704") == (7, True, False, False, False)
@@ -190,6 +241,8 @@ def test_a_wrong_table_is_refused():
         _textscan.pii_hints("text", pii._HINT_CLASSES, b"\x00")
     with pytest.raises(TypeError):
         _textscan.pii_hints(b"bytes", pii._HINT_CLASSES, pii._COUNTRY_PAIRS)
+    with pytest.raises(ValueError, match="65536 bytes"):
+        _textscan.line_stats("text", b"")
 
 
 def test_compiled_where_a_compiler_exists():
