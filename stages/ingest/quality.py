@@ -61,9 +61,14 @@ def _line_classes() -> bytes:
     return bytes(table)
 
 
+def _stripped_lines(text: str) -> list[str]:
+    """The lines the quality filters look at: those of text.split("\n"), stripped, the empty ones left out."""
+    return list(filter(None, map(str.strip, text.split("\n"))))
+
+
 def _line_stats_python(text: str) -> tuple[int, int, int, int, int, bool]:
     """The definition of `line_stats`, and what runs without the C extension."""
-    lines = list(filter(None, map(str.strip, text.split("\n"))))
+    lines = _stripped_lines(text)
     return (text.count("#"), text.count("...") + text.count("…"), len(lines),
             sum(map(_BULLET_CHARS.__contains__, map(itemgetter(0), lines))),
             sum(map(str.endswith, lines, repeat(_ELLIPSES))), len(set(lines)) == len(lines))
@@ -79,8 +84,7 @@ else:
 
 def line_stats(text: str) -> tuple[int, int, int, int, int, bool]:
     """(text.count("#"), how many "..." and "…", how many lines, how many start with a bullet, how many end with
-    an ellipsis, whether no two lines are equal), where the lines are those of text.split("\n"), stripped, the
-    empty ones left out. One pass in C (`_textscan.line_stats`): the split, the strips and the counts took ~3% of
+    an ellipsis, whether no two lines are equal) of `_stripped_lines(text)`. One pass in C (`_textscan.line_stats`): the split, the strips and the counts took ~3% of
     an ingest worker's CPU in Python. Its `distinct` is False also where two lines only may be equal (equal
     hashes): check_quality then compares the lines themselves."""
     if _line_stats_compiled is not None:
@@ -331,7 +335,7 @@ def check_quality(text: str, t: QualityThresholds, stats: WordStats | None = Non
         return "alpha_words"
 
     n_chars = len(text)
-    lines = [] if distinct_lines else list(filter(None, map(str.strip, text.split("\n"))))
+    lines = [] if distinct_lines else _stripped_lines(text)
     unique_lines = set(lines)
     if len(unique_lines) < len(lines):
         if (len(lines) - len(unique_lines)) / n_lines > t.max_duplicate_line_ratio:
