@@ -258,13 +258,13 @@ def main() -> int:
     return 0
 
 
-def wait_for_quiet_machine(limit_s: float, max_wait_s: float, pause_s: float = 200) -> bool:
+def wait_for_quiet_machine(limit_s: float, max_wait_s: float, pause_s: float = 200, pairs: int = 30) -> bool:
     """Whether the machine's fixed workload took <= `limit_s` on one core before `max_wait_s` ran out, measured
     every `pause_s`. Why wait at all: on a shared VM the same 2 GB ingest took 281 to 386 CPU s from one hour to
     the next, more than the figures' margin over their goals; a round started on a slow hour measures the hour."""
     deadline = time.monotonic() + max_wait_s
     while True:
-        m = machine_scaling()
+        m = machine_scaling(pairs=pairs)
         print(f"machine: fixed workload {m['one_s']:.2f} s alone (waiting for <= {limit_s:.2f}), 1 -> 2 "
               f"{m['scaling']:.2f}x", file=sys.stderr, flush=True)
         if m["one_s"] <= limit_s:

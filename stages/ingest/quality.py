@@ -84,8 +84,8 @@ else:
 
 def line_stats(text: str) -> tuple[int, int, int, int, int, bool]:
     """(text.count("#"), how many "..." and "…", how many lines, how many start with a bullet, how many end with
-    an ellipsis, whether no two lines are equal) of `_stripped_lines(text)`. One pass in C (`_textscan.line_stats`): the split, the strips and the counts took ~3% of
-    an ingest worker's CPU in Python. Its `distinct` is False also where two lines only may be equal (equal
+    an ellipsis, whether no two lines are equal) of `_stripped_lines(text)`. One pass in C
+    (`_textscan.line_stats`): the split, the strips and the counts took ~3% of an ingest worker's CPU in Python. Its `distinct` is False also where two lines only may be equal (equal
     hashes): check_quality then compares the lines themselves."""
     if _line_stats_compiled is not None:
         return _line_stats_compiled(text, _LINE_CLASSES)
