@@ -37,7 +37,8 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from pipeline.executor import build_context, map_units_locally, run_steps  # noqa: E402
+from pipeline.executor import map_units_locally, run_steps  # noqa: E402
+from pipeline.status import build_context  # noqa: E402
 from pipeline.languages import EU_LANGUAGE_CODES, LANGUAGES  # noqa: E402
 from pipeline.runconfig import resolve  # noqa: E402
 from stages.ingest.dedup import files  # noqa: E402

@@ -191,7 +191,7 @@ def _on_alarm(signum, frame):
 def run_stage(run: Path, cfg: Path, scratch: Path, timeout_s: int) -> tuple[object | None, Path, str | None]:
     """The real pretrain stage on `run` with `cfg`, publishing into `scratch` (not the run: nothing to clean up)."""
     from pipeline.config import load_config
-    from pipeline.executor import build_context
+    from pipeline.status import build_context
     from pipeline.rundir import RunDir
     from pipeline.runconfig import save_run_config
     from stages.pretrain.stage import PretrainStage

@@ -29,7 +29,7 @@ from flows.task_context import keep_api_client, settings_by_value
 from flows.temporary_server import reporting_to, temporary_server
 from pipeline import progress
 from pipeline.config import PipelineConfig
-from pipeline.executor import RETRIES, execute_stage, execute_unit, report_unit
+from pipeline.executor import UnitDone, execute_stage, execute_unit, report_unit, unit_stage
 from pipeline.retry import is_transient
 from pipeline.registry import STAGE_NAMES, get_stage
 from pipeline.rundir import RunDir
@@ -42,7 +42,7 @@ LOOK_AGAIN_S = 5.0  # how often the mapper asks a Dask scheduler its size again 
 
 
 @task(name="stage-units", task_run_name="{label}", cache_policy=NO_CACHE, log_prints=True)
-def units_task(ctx: StageContext, units: list[Unit], label: str) -> list[tuple[dict[str, Any], float]]:
+def units_task(ctx: StageContext[Any], units: list[Unit], label: str) -> list[tuple[UnitDone, float]]:
     """The units of one bundle (flows/bundles.py), in order, each with the seconds it took."""
     timed = []
     for unit in units:
@@ -51,17 +51,17 @@ def units_task(ctx: StageContext, units: list[Unit], label: str) -> list[tuple[d
     return timed
 
 
-def prefect_mapper(ctx: StageContext, units: list[Unit]) -> list[dict[str, Any]]:
+def prefect_mapper(ctx: StageContext[Any], units: list[Unit]) -> list[UnitDone]:
     """The units as Prefect tasks, short ones bundled (flows/bundles.py), a few tasks per worker in flight. The
     first failure is raised at once, except a transient one (a Dask worker lost with its node), after which the
     bundle is submitted again ([orchestration] retries, counted for each of its units like a unit's own; its
     finished units are not run again)."""
     o = ctx.config.orchestration
-    planner = BundlePlanner(units, getattr(get_stage(ctx.stage), "unit_cost", None))
+    planner = BundlePlanner(units, unit_stage(ctx.stage).unit_cost)
     workers = PoolSize(o.max_workers)
     finished: queue.Queue = queue.Queue()
     pending: dict[Any, tuple[list[Unit], int]] = {}
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, UnitDone] = {}
 
     def submit(bundle: list[Unit], tries: int) -> None:
         more = f"+{len(bundle) - 1}" if len(bundle) > 1 else ""
@@ -89,12 +89,10 @@ def prefect_mapper(ctx: StageContext, units: list[Unit]) -> list[dict[str, Any]]
             time.sleep(o.retry_backoff_s * 2**tries)
             submit(bundle, tries + 1)
             continue
-        for unit, (result, seconds) in zip(bundle, timed):
+        for unit, (done, seconds) in zip(bundle, timed):
             planner.observe(unit, seconds)
-            if tries:
-                result = {**result, RETRIES: result.get(RETRIES, 0) + tries}
-            results[unit.id] = result
-            report_unit(ctx, len(results), len(units), unit, result)
+            results[unit.id] = UnitDone(done.result, done.retries + tries)
+            report_unit(ctx, len(results), len(units), unit, done.result)
     return [results[u.id] for u in units]
 
 

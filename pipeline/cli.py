@@ -119,7 +119,7 @@ def _fail(message: str, code: int) -> int:
 
 
 def cmd_status(args) -> int:
-    from pipeline.executor import statuses
+    from pipeline.status import statuses
 
     rd, config = resolve_run(args, existing=True)
     rows = statuses(rd, config)

@@ -36,7 +36,7 @@ def resolve_run(args: argparse.Namespace, *, existing: bool = False) -> tuple[Ru
 def run_stages(config_path: str | None, run_dir_path: str | None, selected: list[str], forced: list[str],
                overrides: dict[str, dict[str, Any]] | None = None) -> int:
     """Bring `selected` up to date (rerunning `forced`) under the run's lock, on the configured engine."""
-    from pipeline.executor import build_context, statuses
+    from pipeline.status import build_context, statuses
     from pipeline.registry import ENGINES, load
     from pipeline.runconfig import resolve, save_run_config
 

@@ -1,46 +1,83 @@
 """The stage contract: what a stage implements, what it may read, what it returns.
 
 Two shapes, because the stages do two kinds of work:
-- `UnitStage` (ingest, tokenizer, shards): the work splits into coarse units (a language x a batch of files),
-  in one or more *steps*. The executor plans a step's units (from the results of the steps before it), runs
-  them on threads, processes or Dask workers, records each finished unit, and plans the next step; `finalize`
-  merges everything into the stage folder. A unit's folder appears under its final name only when it is done,
-  so a killed run redoes only the units in flight, in whichever step it was.
-- `RunStage` (pretrain, evaluate, compliance): one `run` that writes the stage folder. A stage whose work is a
-  long job (training) runs it in `ctx.job_dir`, which survives failed attempts and which evaluation can read
-  while the job runs.
-Both get a `StageContext` (their settings, the run's settings, the typed records of the stages they consume,
-where to write) and return a `StageOutcome` (their typed record and a few counts); the executor
-(pipeline/executor.py) owns everything around that: fingerprints, freshness, staging, publishing, the lock.
+- `UnitStage` (ingest, tokenizer, shards): the work splits into coarse units in one or more `Step`s. The
+  executor plans a step's units from the results of the steps before it, runs them on threads, processes or
+  Dask workers, records each finished unit, and plans the next step; `finalize` merges everything into the
+  stage folder.
+- `RunStage` (pretrain, evaluate, compliance): one `run` that writes the stage folder.
+Both are generic in their settings model, so `ctx.settings` is the stage's own config type; a step declares the
+models of its units' payload and result, which the executor validates and serialises (as it does records), so a
+unit that travels to another process or is read back from disk after a crash is checked, not trusted. Optional
+hooks have their defaults here; pipeline/executor.py owns everything around a stage (fingerprints, freshness,
+staging, publishing, the lock).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Generic, Mapping, TypeVar, cast
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from pipeline.config import PipelineConfig
 from pipeline.errors import EuropaError
 from pipeline.manifest import Manifest
 from pipeline.rundir import RunDir
 
+Cfg = TypeVar("Cfg", bound=BaseModel)
+P = TypeVar("P", bound=BaseModel)
+R = TypeVar("R", bound=BaseModel)
+
+
+class Payload(BaseModel):
+    """Base of a unit's payload: what a unit needs to run anywhere (JSON-able, so it can travel), nothing else."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class UnitResult(BaseModel):
+    """Base of a unit's result: what finalize and later steps read; written to the unit's result.json."""
+
+    model_config = ConfigDict(extra="forbid")
+
 
 @dataclass(frozen=True)
 class Unit:
     id: str  # stable and filesystem-safe; results are handed back in sorted id order
-    payload: dict[str, Any] = field(default_factory=dict)  # JSON-able, so a unit can travel to another process
+    payload: BaseModel  # an instance of its step's payload model
     step: str = ""  # the step it belongs to; set by the executor
 
 
-# step -> unit id -> the unit's result (what run_unit returned)
-StepResults = dict[str, dict[str, dict[str, Any]]]
+@dataclass(frozen=True)
+class Step(Generic[P, R]):
+    """A wave of units of a UnitStage: its name and the models of its units' payload and result."""
+
+    name: str
+    payload: type[P]
+    result: type[R]
+
+    def unit(self, id: str, payload: P) -> Unit:
+        return Unit(id, payload, self.name)
+
+    def payload_of(self, unit: Unit) -> P:
+        if not isinstance(unit.payload, self.payload):
+            raise TypeError(f"unit {unit.id} of step {unit.step!r} carries {type(unit.payload).__name__}, "
+                            f"not step {self.name!r}'s {self.payload.__name__}")
+        return unit.payload
+
+    def results(self, done: StepResults) -> Mapping[str, R]:
+        """The results of this step's units by unit id (the executor validated each against `result`)."""
+        return cast(Mapping[str, R], done.get(self.name, {}))
+
+
+# step name -> unit id -> the unit's result, validated against its step's result model
+StepResults = dict[str, dict[str, BaseModel]]
 
 
 @dataclass
-class StageContext:
+class StageContext(Generic[Cfg]):
     """Everything a stage may read: its settings, the run's settings, its inputs' records, where to write."""
 
     run_dir: RunDir
@@ -51,8 +88,10 @@ class StageContext:
     records: dict[str, BaseModel] = field(default_factory=dict)  # their statistics, validated (pipeline/records.py)
 
     @property
-    def settings(self) -> BaseModel:
-        return self.config.section(self.stage)
+    def settings(self) -> Cfg:
+        """The stage's `[<stage>]` section, an instance of its `config_model` (pipeline/config.py validates it
+        with the model the registry names, and a test checks that it is the stage's)."""
+        return cast(Cfg, self.config.section(self.stage))
 
     @property
     def work_dir(self) -> Path:
@@ -107,45 +146,65 @@ class Detached(KeyboardInterrupt):
     every engine unwinds as it does for Ctrl-C (exit 130)."""
 
 
-@runtime_checkable
-class UnitStage(Protocol):
+class BaseStage(Generic[Cfg]):
+    """What both shapes declare. `launch_only_settings` names keys of the stage's section that decide where and
+    how it runs, not what it produces (pretrain's [pretrain.slurm]): they stay out of its fingerprint, so a
+    raised time limit does not invalidate weeks of checkpoints."""
+
     name: ClassVar[str]
     code_version: ClassVar[str]  # bump when a code change alters the stage's outputs
-    steps: ClassVar[tuple[str, ...]]  # the steps (waves of units), in order
+    config_model: ClassVar[type[BaseModel]]  # its `[<stage>]` section's model
+    launch_only_settings: ClassVar[tuple[str, ...]] = ()
 
-    def input_signature(self, ctx: StageContext) -> Any:
+    def input_signature(self, ctx: StageContext[Cfg]) -> Any:
         """Cheap description of external inputs (file sizes and times) that enters the fingerprint."""
+        return None
 
-    def plan(self, ctx: StageContext, step: str, done: StepResults) -> list[Unit]:
+    def keep_work(self, folder: Path) -> bool:
+        """Whether a work folder of other settings must outlive a publish (a long job's checkpoints: days of
+        training that only --force may delete)."""
+        return False
+
+    def summary_markdown(self, manifest: Manifest) -> str:
+        raise NotImplementedError
+
+
+class UnitStage(BaseStage[Cfg]):
+    steps: ClassVar[tuple[Step[Any, Any], ...]]  # the waves of units, in order
+
+    def plan(self, ctx: StageContext[Cfg], step: Step[Any, Any], done: StepResults) -> list[Unit]:
         """The units of `step`, from the settings and the results of the steps before it (deterministic: a
         resumed run must plan the same units)."""
+        raise NotImplementedError
 
-    def run_unit(self, ctx: StageContext, unit: Unit, out_dir: Path) -> dict[str, Any]: ...
+    def run_unit(self, ctx: StageContext[Cfg], unit: Unit, out_dir: Path) -> BaseModel:
+        raise NotImplementedError
 
-    def finalize(self, ctx: StageContext, done: StepResults, out_dir: Path) -> StageOutcome: ...
+    def finalize(self, ctx: StageContext[Cfg], done: StepResults, out_dir: Path) -> StageOutcome:
+        raise NotImplementedError
 
-    # optional: unit_work(unit, result) -> (amount, name) | None: the work a finished unit did (e.g. documents),
-    # for the rate the progress line shows
-    # optional: unit_cost(unit) -> float: the work a unit is expected to do (e.g. bytes to read); the executor
-    # hands units to the engine largest first, so the step does not end waiting on one large unit started last
+    def unit_cost(self, unit: Unit) -> float:
+        """The work a unit is expected to do (bytes to read): the executor hands units to the engine largest
+        first, so a step does not end with one worker alone on a large unit started last."""
+        return 1.0
 
-    def summary_markdown(self, manifest: Manifest) -> str: ...
+    def unit_work(self, unit: Unit, result: BaseModel) -> tuple[float, str] | None:
+        """The work a finished unit did and its name (e.g. (12.5, "MB")), for the rate on the progress line."""
+        return None
+
+    def step(self, name: str) -> Step[Any, Any]:
+        for step in self.steps:
+            if step.name == name:
+                return step
+        raise KeyError(f"stage {self.name} has no step {name!r}; its steps are: {', '.join(s.name for s in self.steps)}")
 
 
-@runtime_checkable
-class RunStage(Protocol):
-    name: ClassVar[str]
-    code_version: ClassVar[str]
-    # optional: long_job = True (runs in ctx.job_dir); launch_only_settings = ("slurm",): keys of its section
-    # that decide where and how it runs, not what it produces, so they stay out of its fingerprint;
-    # keep_work(folder) -> bool: a work folder of other settings that must outlive a publish (checkpoints)
+class RunStage(BaseStage[Cfg]):
+    long_job: ClassVar[bool] = False  # runs its work in ctx.job_dir, which survives failed attempts
 
-    def input_signature(self, ctx: StageContext) -> Any: ...
-
-    def run(self, ctx: StageContext, out_dir: Path) -> StageOutcome:
+    def run(self, ctx: StageContext[Cfg], out_dir: Path) -> StageOutcome:
         """Do the stage's work and write its folder into `out_dir` (published whole by the executor)."""
+        raise NotImplementedError
 
-    def summary_markdown(self, manifest: Manifest) -> str: ...
 
-
-Stage = UnitStage | RunStage
+Stage = UnitStage[Any] | RunStage[Any]

@@ -126,7 +126,9 @@ def test_the_registrys_plug_ins_exist():
     missing = [r for r in refs if importlib.util.find_spec(r.partition(":")[0]) is None]
     assert missing == []
     for name in registry.STAGE_NAMES:
-        assert registry.get_stage(name).name == name
+        stage = registry.get_stage(name)
+        assert stage.name == name
+        assert stage.config_model is registry.stage_config_model(name), name  # what ctx.settings is
     for ref in registry.JOB_LAUNCHERS.values():
         launcher = registry.load(ref)
         assert all(callable(getattr(launcher, f, None)) for f in ("submit_job", "job_state", "is_finished")), ref

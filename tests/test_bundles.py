@@ -4,15 +4,20 @@ ones alone, every unit handed out once and in order, and the step's last tasks s
 from __future__ import annotations
 
 from flows.bundles import MAX_UNITS, MIN_S, BundlePlanner
-from pipeline.stage import Unit
+from pipeline.stage import Payload, Unit
+
+
+class Cost(Payload):
+    cost: float
 
 
 def _units(costs: list[float]) -> list[Unit]:
-    return [Unit(f"u{i:03d}", {"cost": c}, step="s") for i, c in enumerate(costs)]
+    return [Unit(f"u{i:03d}", Cost(cost=c), step="s") for i, c in enumerate(costs)]
 
 
 def _cost(unit: Unit) -> float:
-    return unit.payload["cost"]
+    assert isinstance(unit.payload, Cost)
+    return unit.payload.cost
 
 
 def _drain(planner: BundlePlanner, workers: int, seconds_per_cost: float) -> list[list[Unit]]:

@@ -77,13 +77,14 @@ def test_data_files_of_each_language_config_become_bounded_units(tmp_path, udhr_
         assert rows[0]["domain"] == f"site.{lang}" and rows[0]["source_doc_id"].startswith(f"<urn:{lang}:")
         # split by row groups into several units: the same documents, ids and rows
         assert read_lang(tmp_path / "split", lang) == read_lang(tmp_path / "whole", lang)
-    from pipeline.executor import build_context
+    from pipeline.status import build_context
     from pipeline.runconfig import resolve
     from stages.ingest.stage import IngestStage
+    from stages.ingest.units import DOCUMENTS
 
     rd, config = resolve(str(small), str(tmp_path / "split"))
-    units = IngestStage().plan(build_context(rd, config, "ingest"), "documents", {})
-    assert all(sum(u.payload["lang"] == lang for u in units) >= 3 for lang in CONFIGS)  # row groups of one file apart
+    units = IngestStage().plan(build_context(rd, config, "ingest"), DOCUMENTS, {})
+    assert all(sum(DOCUMENTS.payload_of(u).lang == lang for u in units) >= 3 for lang in CONFIGS)  # row groups of one file apart
     m_whole = json.loads((tmp_path / "whole" / "ingest" / "manifest.json").read_text())
     m_split = json.loads((tmp_path / "split" / "ingest" / "manifest.json").read_text())
     assert m_split["statistics"]["per_language"] == m_whole["statistics"]["per_language"]

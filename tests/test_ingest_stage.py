@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.cli import main
-from pipeline.executor import execute_stage, statuses
+from pipeline.executor import execute_stage
+from pipeline.status import statuses
 from pipeline.languages import EU_LANGUAGE_CODES
 from pipeline.rundir import RunDir
 from pipeline.runconfig import resolve
@@ -349,7 +350,7 @@ def test_kill_and_rerun_gives_identical_output(tmp_path, udhr_dir, step, n):
     assert not (run_dir / "ingest").exists()  # nothing half-published
     work = run_dir / ".work" / "ingest"
     finished = [p for p in work.glob("*/*/*") if (p / "result.json").exists()]
-    steps = IngestStage.steps
+    steps = [s.name for s in IngestStage.steps]
     per_step = len(KILL_LANGS)  # one unit per language in every step (one UDHR file, one partition)
     assert len(finished) == per_step * (steps.index(step) if step in steps else len(steps)) + (n if step in steps else 0)
     if step in steps:  # the killed unit left its unfinished folder under a hidden temporary name only

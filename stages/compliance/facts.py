@@ -79,14 +79,6 @@ def derive(fn: Callable[..., Any], *inputs: Fact, method: str, fmt: Callable[[An
     return Fact(value, fmt(value), tuple(dict.fromkeys(s for f in inputs for s in f.sources)), method)
 
 
-def first_available(*facts: Fact) -> Fact:
-    """The first fact that is not open (e.g. a field, else the same figure derived from others)."""
-    for f in facts:
-        if not f.is_open:
-            return f
-    return Fact(None, "open", (), "", tuple(dict.fromkeys(n for f in facts for n in f.needs)))
-
-
 class Traced:
     """A field of a stage's typed record, with where it was read.
 
@@ -193,9 +185,9 @@ class Records:
         return cls(run_dir, settings, manifests, records)
 
     @classmethod
-    def from_context(cls, ctx: StageContext) -> Records:
+    def from_context(cls, ctx: StageContext[ComplianceConfig]) -> Records:
         """From the stage's context: the upstream manifests and records the executor loaded and validated."""
-        return cls(ctx.run_dir, ctx.settings, {s: ctx.upstream.get(s) for s in RECORD_STAGES},  # type: ignore[arg-type]
+        return cls(ctx.run_dir, ctx.settings, {s: ctx.upstream.get(s) for s in RECORD_STAGES},
                    {s: ctx.records.get(s) for s in RECORD_STAGES})
 
     # --- records ------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.manifest import Manifest
-from pipeline.stage import StageContext, StageError, StageOutcome
+from pipeline.stage import RunStage, StageContext, StageError, StageOutcome
 from stages.ai_act import SYSTEMIC_RISK_FLOPS
 from stages.compliance.config import ComplianceConfig
 from stages.compliance.record import ComplianceRecord
@@ -20,20 +20,18 @@ from stages.compliance.record import ComplianceRecord
 MAX_ITEMS_IN_ERROR = 8
 
 
-class ComplianceStage:
+class ComplianceStage(RunStage[ComplianceConfig]):
     name = "compliance"
-    code_version = "2"  # 2: issue 18 (official texts, three compute figures, contradictions)
+    code_version = "2"
+    config_model = ComplianceConfig
 
-    def input_signature(self, ctx: StageContext) -> Any:
-        return None  # everything it reads is an upstream manifest (in the fingerprint) or its own config
-
-    def run(self, ctx: StageContext, out_dir: Path) -> StageOutcome:
+    def run(self, ctx: StageContext[ComplianceConfig], out_dir: Path) -> StageOutcome:
         from stages.compliance.annex_xi import systemic
         from stages.compliance.compute import compute_facts
         from stages.compliance.facts import Records
         from stages.compliance.generate import FormSchemaError, generate, write
 
-        cfg: ComplianceConfig = ctx.settings  # type: ignore[assignment]
+        cfg = ctx.settings
         rec = Records.from_context(ctx)
         try:
             bundle = generate(ctx.run_dir, cfg, rec)

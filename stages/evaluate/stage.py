@@ -15,17 +15,19 @@ from typing import Any, ClassVar
 
 from europa_model.checkpoints import complete_checkpoints
 from pipeline.manifest import Manifest
-from pipeline.stage import StageContext, StageError, StageOutcome
+from pipeline.stage import RunStage, StageContext, StageError, StageOutcome
+from stages.evaluate.config import EvaluateConfig
 from stages.evaluate.record import EvaluateRecord
 from stages.evaluate.results import EvalStore, changes
 from stages.evaluate.runner import STORE, evaluate_run
 
 
-class EvaluateStage:
+class EvaluateStage(RunStage[EvaluateConfig]):
     name: ClassVar[str] = "evaluate"
-    code_version: ClassVar[str] = "2"  # 2: standard errors, downstream tasks, noise-aware flags
+    code_version: ClassVar[str] = "2"
+    config_model = EvaluateConfig
 
-    def input_signature(self, ctx: StageContext) -> Any:
+    def input_signature(self, ctx: StageContext[EvaluateConfig]) -> Any:
         """External evaluation files: their sizes and times (changing a file makes the stage stale)."""
         from pipeline.languages import expand_template
 
@@ -37,7 +39,7 @@ class EvaluateStage:
                 sig.append([s.name, lang, st.st_size if st else None, st.st_mtime_ns if st else None])
         return sig
 
-    def run(self, ctx: StageContext, out_dir: Path) -> StageOutcome:
+    def run(self, ctx: StageContext[EvaluateConfig], out_dir: Path) -> StageOutcome:
         if not complete_checkpoints(ctx.upstream_dir("pretrain")):
             raise StageError(f"stage evaluate: {ctx.upstream_dir('pretrain')} holds no complete checkpoint; rerun pretrain")
         outcome = evaluate_run(ctx.run_dir, ctx.config, published_only=True)

@@ -25,28 +25,32 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.manifest import Manifest
-from pipeline.stage import InputError, StageContext, StageError, StageOutcome, StepResults, Unit
+from pipeline.stage import InputError, StageContext, StageError, StageOutcome, Step, StepResults, Unit, UnitStage
 from stages.ingest.config import IngestConfig
 from stages.ingest.process import EXACT_DUP, KEPT, NEAR_DUP, InputFailed, process_unit
 from stages.ingest.sources import HubUnavailable, Piece, hub_root, list_files, split_files
+from stages.ingest.units import (BUCKETS, CLUSTERS, DOCUMENTS, FILTER, SIGNATURES, BucketsPayload, BucketsResult,
+                                 ClustersPayload, ClustersResult, DocumentsPayload, DocumentsResult, DocumentStats,
+                                 FilterResult, PieceSpec, Problem, RankedUnitPayload, SignaturesResult)
 
-DOCUMENTS, SIGNATURES, BUCKETS, CLUSTERS, FILTER = "documents", "signatures", "buckets", "clusters", "filter"
+Ctx = StageContext[IngestConfig]
 EXACT_DIR, PAIRS_DIR = "exact", "pairs"  # a buckets unit's two outputs (steps 2a and 2b of dedup/)
 MAX_UNITS = 100_000  # per language and source: unit ids have 5 digits (their order is the dedup order)
 
 
-class IngestStage:
+class IngestStage(UnitStage[IngestConfig]):
     name = "ingest"
-    code_version = "3"  # 2: block lists, crawled sources' bytes per domain; 3: five steps, language in the id
+    code_version = "3"
+    config_model = IngestConfig
     steps = (DOCUMENTS, SIGNATURES, BUCKETS, CLUSTERS, FILTER)
 
     # --- planning -----------------------------------------------------------------------------------
-    def input_signature(self, ctx: StageContext) -> Any:
+    def input_signature(self, ctx: Ctx) -> Any:
         """Size and modification time of every local input file: a changed corpus makes the stage stale. A Hub
         repo enters by name, config and revision (pin a revision to make it exact): `europa status` must not
         list the Hub."""
         sig: list[Any] = []
-        for source in self._settings(ctx).sources:
+        for source in ctx.settings.sources:
             hub_local = source.kind == "huggingface" and hub_root(source)[2]
             for lang in self._languages(ctx, source):
                 if source.kind == "huggingface" and not hub_local:
@@ -67,28 +71,31 @@ class IngestStage:
             if source.opt_out.domains_file:
                 st = os.stat(source.opt_out.domains_file) if os.path.exists(source.opt_out.domains_file) else None
                 sig.append((source.opt_out.domains_file, st and st.st_size, st and st.st_mtime_ns))
-        sig.extend(_blocklist_signature(self._settings(ctx)))
+        sig.extend(_blocklist_signature(ctx.settings))
         return sig
 
-    def plan(self, ctx: StageContext, step: str, done: StepResults) -> list[Unit]:
-        if step == DOCUMENTS:
+    def plan(self, ctx: Ctx, step: Step[Any, Any], done: StepResults) -> list[Unit]:
+        if step is DOCUMENTS:
             return self._plan_documents(ctx)
+        documents = DOCUMENTS.results(done)
         units: list[Unit] = []
-        for lang, uids in self._ranked_units(ctx, done).items():
+        for lang, uids in self._ranked_units(done).items():
             partitions = self._partitions(ctx, done, uids)
-            kept = {uid: done[DOCUMENTS][uid]["stats"]["kept"] for uid in uids}  # what each step's cost follows
-            if step in (SIGNATURES, FILTER):
-                units += [Unit(uid, {"lang": lang, "rank": rank, "partitions": partitions, "kept": kept[uid]})
+            kept = {uid: documents[uid].stats.kept for uid in uids}  # what each step's cost follows
+            if step is SIGNATURES or step is FILTER:
+                units += [step.unit(uid, RankedUnitPayload(lang=lang, rank=rank, partitions=partitions, kept=kept[uid]))
                           for rank, uid in enumerate(uids)]
-            elif step == BUCKETS:
-                units += [Unit(f"{lang}-{p:05d}", {"lang": lang, "partition": p, "partitions": partitions, "units": uids,
-                                                   "kept": sum(kept.values()) / partitions}) for p in range(partitions)]
-            elif step == CLUSTERS and self._settings(ctx).dedup.near:
-                units.append(Unit(lang, {"lang": lang, "partitions": partitions, "units": uids, "kept": sum(kept.values())}))
+            elif step is BUCKETS:
+                units += [BUCKETS.unit(f"{lang}-{p:05d}", BucketsPayload(lang=lang, partition=p, partitions=partitions,
+                                                                         units=uids, kept=sum(kept.values()) / partitions))
+                          for p in range(partitions)]
+            elif step is CLUSTERS and ctx.settings.dedup.near:
+                units.append(CLUSTERS.unit(lang, ClustersPayload(lang=lang, partitions=partitions, units=uids,
+                                                                 kept=sum(kept.values()))))
         return units
 
-    def _plan_documents(self, ctx: StageContext) -> list[Unit]:
-        settings = self._settings(ctx)
+    def _plan_documents(self, ctx: Ctx) -> list[Unit]:
+        settings = ctx.settings
         if not settings.sources:
             raise StageError("stage ingest: no sources configured; add [[ingest.sources]] to the config")
         units = []
@@ -108,108 +115,115 @@ class IngestStage:
                             f"stage ingest: source {source.name} yields nothing for language {lang}: {pattern!r} matched no "
                             f"file; fix the source's path / hf_config, take {lang} out of its languages, or set "
                             f"optional = true to record it and go on")
-                    units.append(Unit(f"{lang}-{source.name}-00000", {"lang": lang, "source": source.name, "pieces": [],
-                                                                      "pattern": pattern, "problem": problem}))
+                    units.append(DOCUMENTS.unit(f"{lang}-{source.name}-00000", DocumentsPayload(
+                        lang=lang, source=source.name, pieces=[], pattern=pattern, problem=problem)))
                     continue
                 pieces = split_files(files, settings.max_unit_bytes)
                 groups = [pieces] if source.max_documents else _pack(pieces, settings.max_unit_bytes, settings.files_per_unit)
                 if len(groups) > MAX_UNITS:
                     raise InputError(f"stage ingest: source {source.name} makes {len(groups)} units for {lang} (at most "
                                      f"{MAX_UNITS:,}); raise [ingest] max_unit_bytes / files_per_unit")
-                units += [Unit(f"{lang}-{source.name}-{i:05d}", {"lang": lang, "source": source.name,
-                                                                 "pieces": [p.to_dict() for p in group]})
-                          for i, group in enumerate(groups)]
+                units += [DOCUMENTS.unit(f"{lang}-{source.name}-{i:05d}", DocumentsPayload(
+                    lang=lang, source=source.name, pieces=[PieceSpec(**p.to_dict()) for p in group]))
+                    for i, group in enumerate(groups)]
         return units
 
-    def _ranked_units(self, ctx: StageContext, done: StepResults) -> dict[str, list[str]]:
+    @staticmethod
+    def _ranked_units(done: StepResults) -> dict[str, list[str]]:
         """Per language, its documents units that read documents, in id order (their rank in the dedup order)."""
         out: dict[str, list[str]] = {}
-        for uid, r in sorted(done[DOCUMENTS].items()):
-            if "docs_in" in r["stats"]:
-                out.setdefault(r["lang"], []).append(uid)
+        for uid, r in sorted(DOCUMENTS.results(done).items()):
+            if r.read_documents:
+                out.setdefault(r.lang, []).append(uid)
         return out
 
-    def _partitions(self, ctx: StageContext, done: StepResults, uids: list[str]) -> int:
-        kept = sum(done[DOCUMENTS][u]["stats"]["kept"] for u in uids)
-        return max(1, math.ceil(kept / self._settings(ctx).dedup.partition_docs))
+    @staticmethod
+    def _partitions(ctx: Ctx, done: StepResults, uids: list[str]) -> int:
+        documents = DOCUMENTS.results(done)
+        kept = sum(documents[u].stats.kept for u in uids)
+        return max(1, math.ceil(kept / ctx.settings.dedup.partition_docs))
 
     # --- one unit -----------------------------------------------------------------------------------
-    def run_unit(self, ctx: StageContext, unit: Unit, out_dir: Path) -> dict[str, Any]:
-        settings, p = self._settings(ctx), unit.payload
-        if unit.step == DOCUMENTS:
-            return self._documents(ctx, settings, unit, out_dir)
+    def run_unit(self, ctx: Ctx, unit: Unit, out_dir: Path) -> Any:
+        settings = ctx.settings
+        if unit.step == DOCUMENTS.name:
+            return self._documents(settings, DOCUMENTS.payload_of(unit), out_dir)
         cfg = settings.dedup
-        lang, partitions = p["lang"], p["partitions"]
-        if unit.step == SIGNATURES:
+        if unit.step == SIGNATURES.name:
             from stages.ingest.dedup.signatures import write_signatures
 
-            stats = write_signatures(ctx.unit_dir(DOCUMENTS, unit.id) / KEPT, out_dir, cfg, partitions, atomic=False)
-            return {"lang": lang, **stats}
-        if unit.step == BUCKETS:
+            p = SIGNATURES.payload_of(unit)
+            stats = write_signatures(ctx.unit_dir(DOCUMENTS.name, unit.id) / KEPT, out_dir, cfg, p.partitions, atomic=False)
+            return SignaturesResult(lang=p.lang, **stats)
+        if unit.step == BUCKETS.name:
             from stages.ingest.dedup.buckets import find_candidate_pairs
             from stages.ingest.dedup.exact import find_exact_duplicates
 
-            step1 = [ctx.unit_dir(SIGNATURES, u) for u in p["units"]]
-            exact = find_exact_duplicates(step1, p["partition"], out_dir / EXACT_DIR, cfg, partitions, atomic=False)
-            pairs = find_candidate_pairs(step1, p["partition"], out_dir / PAIRS_DIR, cfg, partitions, atomic=False)
-            return {"lang": lang, "exact": exact, "pairs": pairs}
-        if unit.step == CLUSTERS:
+            b = BUCKETS.payload_of(unit)
+            step1 = [ctx.unit_dir(SIGNATURES.name, u) for u in b.units]
+            exact = find_exact_duplicates(step1, b.partition, out_dir / EXACT_DIR, cfg, b.partitions, atomic=False)
+            pairs = find_candidate_pairs(step1, b.partition, out_dir / PAIRS_DIR, cfg, b.partitions, atomic=False)
+            return BucketsResult.model_validate({"lang": b.lang, "exact": exact, "pairs": pairs})
+        if unit.step == CLUSTERS.name:
             from stages.ingest.dedup.clusters import resolve_clusters
 
-            step1 = [ctx.unit_dir(SIGNATURES, u) for u in p["units"]]
-            pair_dirs = [ctx.unit_dir(BUCKETS, f"{lang}-{q:05d}") / PAIRS_DIR for q in range(partitions)]
-            return {"lang": lang, **resolve_clusters(step1, pair_dirs, out_dir, cfg, partitions, atomic=False)}
-        if unit.step == FILTER:
+            c = CLUSTERS.payload_of(unit)
+            step1 = [ctx.unit_dir(SIGNATURES.name, u) for u in c.units]
+            pair_dirs = [ctx.unit_dir(BUCKETS.name, f"{c.lang}-{q:05d}") / PAIRS_DIR for q in range(c.partitions)]
+            stats = resolve_clusters(step1, pair_dirs, out_dir, cfg, c.partitions, atomic=False)
+            return ClustersResult.model_validate({"lang": c.lang, **stats})
+        if unit.step == FILTER.name:
             from stages.ingest.dedup.filter import filter_unit
 
-            exact_dirs = [ctx.unit_dir(BUCKETS, f"{lang}-{q:05d}") / EXACT_DIR for q in range(partitions)]
-            near_dir = ctx.unit_dir(CLUSTERS, lang) if cfg.near else None
-            stats = filter_unit(ctx.unit_dir(DOCUMENTS, unit.id) / KEPT, ctx.unit_dir(SIGNATURES, unit.id), p["rank"],
-                                exact_dirs, near_dir, out_dir, cfg, partitions, part_rows=settings.max_rows_per_file,
-                                keep_duplicates=settings.keep_rejected, atomic=False)
-            return {"lang": lang, **stats}
+            f = FILTER.payload_of(unit)
+            exact_dirs = [ctx.unit_dir(BUCKETS.name, f"{f.lang}-{q:05d}") / EXACT_DIR for q in range(f.partitions)]
+            near_dir = ctx.unit_dir(CLUSTERS.name, f.lang) if cfg.near else None
+            stats = filter_unit(ctx.unit_dir(DOCUMENTS.name, unit.id) / KEPT, ctx.unit_dir(SIGNATURES.name, unit.id),
+                                f.rank, exact_dirs, near_dir, out_dir, cfg, f.partitions,
+                                part_rows=settings.max_rows_per_file, keep_duplicates=settings.keep_rejected, atomic=False)
+            return FilterResult.model_validate({"lang": f.lang, **stats})
         raise StageError(f"stage ingest: unknown step {unit.step!r}")
 
-    def _documents(self, ctx: StageContext, settings: IngestConfig, unit: Unit, out_dir: Path) -> dict[str, Any]:
-        source = next(s for s in settings.sources if s.name == unit.payload["source"])
-        lang, pieces = unit.payload["lang"], [Piece.from_dict(d) for d in unit.payload["pieces"]]
-        if not pieces:  # an optional source without input for this language: recorded, not fatal
-            reason, message = unit.payload["problem"]
-            return {"lang": lang, "source": source.name, "stats": {"problems": [
-                {"source": source.name, "lang": lang, "input": unit.payload["pattern"], "line": None,
-                 "reason": reason, "message": message}]}}
+    @staticmethod
+    def _documents(settings: IngestConfig, p: DocumentsPayload, out_dir: Path) -> DocumentsResult:
+        source = next(s for s in settings.sources if s.name == p.source)
+        if not p.pieces:  # an optional source without input for this language: recorded, not fatal
+            reason, message = p.problem or ("no_inputs", "")
+            problem = Problem(source=source.name, lang=p.lang, input=p.pattern or "", line=None, reason=reason,
+                              message=message)
+            return DocumentsResult(lang=p.lang, source=source.name, stats=DocumentStats(problems=[problem]))
+        pieces = [Piece(**spec.model_dump()) for spec in p.pieces]
         try:
-            stats, removed_parts = process_unit(settings, source, lang, pieces, out_dir)
+            stats, removed_parts = process_unit(settings, source, p.lang, pieces, out_dir)
         except InputFailed as e:
             raise InputError(f"stage ingest: {e}") from None
-        return {"lang": lang, "source": source.name, "stats": stats.to_dict(), "removed_parts": removed_parts}
+        return DocumentsResult.model_validate({"lang": p.lang, "source": source.name, "stats": stats.to_dict(),
+                                               "removed_parts": removed_parts})
 
-    @staticmethod
-    def unit_cost(unit: Unit) -> float:
+    def unit_cost(self, unit: Unit) -> float:
         """Bytes to read (documents), else the documents the unit's language or unit kept (the dedup steps)."""
-        if unit.step == DOCUMENTS:
-            return float(sum(Piece.from_dict(d).bytes for d in unit.payload["pieces"]))
-        return float(unit.payload.get("kept", 0))
+        if unit.step == DOCUMENTS.name:
+            return float(sum(Piece(**spec.model_dump()).bytes for spec in DOCUMENTS.payload_of(unit).pieces))
+        return float(getattr(unit.payload, "kept"))
 
-    @staticmethod
-    def unit_work(unit: Unit, result: dict[str, Any]) -> tuple[float, str] | None:
+    def unit_work(self, unit: Unit, result: Any) -> tuple[float, str] | None:
         """For the progress line's rate: MB read (documents), documents (the dedup steps per unit)."""
-        if unit.step == DOCUMENTS:
-            return float(result["stats"].get("bytes_in", 0)) / 1e6, "MB"
-        if unit.step in (SIGNATURES, FILTER):
-            return float(result.get("docs", 0)), "docs"
+        if isinstance(result, DocumentsResult):
+            return float(result.stats.bytes_in) / 1e6, "MB"
+        if isinstance(result, (SignaturesResult, FilterResult)):
+            return float(result.docs), "docs"
         return None
 
     # --- publish ------------------------------------------------------------------------------------
-    def finalize(self, ctx: StageContext, done: StepResults, out_dir: Path) -> StageOutcome:
+    def finalize(self, ctx: Ctx, done: StepResults, out_dir: Path) -> StageOutcome:
         """Link the units' parts into place in unit order and sum the record; no document is read here."""
         import pyarrow.parquet as pq
 
         from stages.ingest.dedup import files
         from stages.ingest.record import IngestRecord
 
-        settings = self._settings(ctx)
-        documents, filtered = done[DOCUMENTS], done.get(FILTER, {})
+        settings = ctx.settings
+        documents, filtered = DOCUMENTS.results(done), FILTER.results(done)
         per_lang: dict[str, dict[str, Any]] = {}
         per_source: dict[str, Counter] = defaultdict(Counter)
         per_domain: Counter = Counter()
@@ -222,32 +236,34 @@ class IngestStage:
         checksums: dict[str, str] = {}
 
         for lang in ctx.config.run.languages:
-            uids = sorted(u for u, r in documents.items() if r["lang"] == lang)
+            uids = sorted(u for u, r in documents.items() if r.lang == lang)
             lang_stats: Counter = Counter()
             lang_removed: Counter = Counter()
-            data_parts: list[tuple[Path, dict]] = []
-            removed_parts: list[tuple[Path, dict]] = []
-            duplicate_parts: list[tuple[Path, dict]] = []
+            data_parts: list[tuple[Path, Any]] = []
+            removed_parts: list[tuple[Path, Any]] = []
+            duplicate_parts: list[tuple[Path, Any]] = []
             for uid in uids:
-                st = documents[uid]["stats"]
-                skipped.extend(st.get("problems", []))
-                if "docs_in" not in st:
+                d = documents[uid]
+                st = d.stats
+                skipped.extend(pr.model_dump(mode="json") for pr in st.problems)
+                if not d.read_documents:
                     continue
                 f = filtered[uid]
-                lang_stats.update({k: st[k] for k in ("docs_in", "bytes_in", "mojibake_fixed")})
-                lang_stats.update({k: f[k] for k in ("kept", "kept_bytes", "kept_chars", "kept_words")})
-                lang_removed.update(st["removed"])
-                lang_removed.update({EXACT_DUP: f[EXACT_DUP], NEAR_DUP: f[NEAR_DUP]})
-                pii.update(st["pii"])
-                blocked.update(st.get("blocklist", {}))
-                crawled_domains[documents[uid]["source"]].update(st.get("domain_bytes_in", {}))
-                src = per_source[documents[uid]["source"]]
-                src.update({"docs_in": st["docs_in"], "bytes_in": st["bytes_in"], "kept": f["kept"], "kept_bytes": f["kept_bytes"]})
-                src.update({f"removed_{k}": v for k, v in st["removed"].items()})
-                fdir = ctx.unit_dir(FILTER, uid)
-                data_parts += [(fdir / part["file"], part) for part in f["parts"]]
-                removed_parts += [(ctx.unit_dir(DOCUMENTS, uid) / part["file"], part) for part in documents[uid]["removed_parts"]]
-                duplicate_parts += [(fdir / part["file"], part) for part in f["duplicate_parts"]]
+                lang_stats.update({"docs_in": st.docs_in, "bytes_in": st.bytes_in, "mojibake_fixed": st.mojibake_fixed})
+                lang_stats.update({"kept": f.kept, "kept_bytes": f.kept_bytes, "kept_chars": f.kept_chars,
+                                   "kept_words": f.kept_words})
+                lang_removed.update(st.removed)
+                lang_removed.update({EXACT_DUP: f.exact_duplicate, NEAR_DUP: f.near_duplicate})
+                pii.update(st.pii)
+                blocked.update(st.blocklist)
+                crawled_domains[d.source].update(st.domain_bytes_in)
+                src = per_source[d.source]
+                src.update({"docs_in": st.docs_in, "bytes_in": st.bytes_in, "kept": f.kept, "kept_bytes": f.kept_bytes})
+                src.update({f"removed_{k}": v for k, v in st.removed.items()})
+                fdir = ctx.unit_dir(FILTER.name, uid)
+                data_parts += [(fdir / part.file, part) for part in f.parts]
+                removed_parts += [(ctx.unit_dir(DOCUMENTS.name, uid) / part.file, part) for part in d.removed_parts]
+                duplicate_parts += [(fdir / part.file, part) for part in f.duplicate_parts]
                 domains = pq.read_table(fdir / files.DOMAINS)
                 per_domain.update(dict(zip(domains.column("domain").to_pylist(), domains.column("bytes").to_pylist())))
             lang_removed = +lang_removed
@@ -285,7 +301,7 @@ class IngestStage:
         return StageOutcome(statistics=statistics, summary=summary, skipped=skipped, rows=rows_out, checksums=checksums)
 
     @staticmethod
-    def _publish_parts(parts: list[tuple[Path, dict]], folder: Path, stage_dir: Path, rows: dict[str, int],
+    def _publish_parts(parts: list[tuple[Path, Any]], folder: Path, stage_dir: Path, rows: dict[str, int],
                        checksums: dict[str, str], kind: str) -> None:
         """part-00000.parquet, ... in `folder`: the units' parts in order, linked (at least one, possibly empty)."""
         from stages.ingest.schema import DOCUMENT_SCHEMA, REJECTED_SCHEMA
@@ -302,7 +318,7 @@ class IngestStage:
             dst = folder / f"part-{i:05d}.parquet"
             _link_part(src, dst)
             rel = dst.relative_to(stage_dir).as_posix()
-            rows[rel], checksums[rel] = part["rows"], part["sha256"]
+            rows[rel], checksums[rel] = part.rows, part.sha256
 
     def summary_markdown(self, manifest: Manifest) -> str:
         s = manifest.statistics
@@ -324,11 +340,7 @@ class IngestStage:
 
     # --- helpers ------------------------------------------------------------------------------------
     @staticmethod
-    def _settings(ctx: StageContext) -> IngestConfig:
-        return ctx.settings  # type: ignore[return-value]
-
-    @staticmethod
-    def _languages(ctx: StageContext, source) -> list[str]:
+    def _languages(ctx: Ctx, source) -> list[str]:
         return [lang for lang in ctx.config.run.languages if lang in source.languages]
 
     @staticmethod

@@ -94,7 +94,7 @@ def cmd_launch(args) -> int:
     """Validate and render into <run>/pretrain-launch/ (--dry-run: print only); --submit: sbatch it from the
     stage's job folder, where `europa stage pretrain` follows it. The run's run.toml is (re)written: the job
     reads it."""
-    from pipeline.executor import build_context, statuses
+    from pipeline.status import build_context, statuses
     from pipeline.registry import DEPENDS_ON
     from pipeline.runconfig import save_run_config
     from stages.pretrain.launch.sbatch import render_job

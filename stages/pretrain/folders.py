@@ -41,11 +41,11 @@ def _comparable(inputs: dict[str, Any], launch_only: tuple[str, ...]) -> dict[st
 
 
 def current_training(ctx: StageContext) -> dict[str, Any]:
-    from pipeline.executor import fingerprint_inputs
+    from pipeline.status import fingerprint_inputs
     from pipeline.registry import get_stage
 
     stage = get_stage(ctx.stage)
-    return _comparable(fingerprint_inputs(stage, ctx), tuple(getattr(stage, "launch_only_settings", ())))
+    return _comparable(fingerprint_inputs(stage, ctx), stage.launch_only_settings)
 
 
 def recorded_training(job: Path, launch_only: tuple[str, ...]) -> dict[str, Any] | None:
@@ -62,7 +62,7 @@ def settle_job_folder(ctx: StageContext) -> Path:
     from pipeline.registry import get_stage
 
     job = ctx.job_dir
-    launch_only = tuple(getattr(get_stage(ctx.stage), "launch_only_settings", ()))
+    launch_only = get_stage(ctx.stage).launch_only_settings
     mine = current_training(ctx)
     if not _started(job):
         others = [f for f in sorted(job.parent.parent.glob("*/job"))

@@ -34,7 +34,7 @@ from pipeline import progress
 from pipeline.config import REPO_ROOT
 from pipeline.fsutil import sha256_files
 from pipeline.manifest import Manifest, digest
-from pipeline.stage import Detached, StageContext, StageError, StageOutcome
+from pipeline.stage import Detached, RunStage, StageContext, StageError, StageOutcome
 from stages.pretrain import job as jobdir
 from stages.pretrain import step_count
 from stages.pretrain.config import PretrainConfig
@@ -49,30 +49,27 @@ PUBLISHED = ("checkpoints", "metrics.jsonl", "segments.jsonl", "job_info.json", 
              "job.sbatch", "plan.txt", "plan.json", "jobs.jsonl", "slurm-*.out")
 
 
-class PretrainStage:
+Ctx = StageContext[PretrainConfig]
+
+
+class PretrainStage(RunStage[PretrainConfig]):
     name: ClassVar[str] = "pretrain"
-    # 2: the record's compute part (estimated, counted, bounded); 3: the MLA latent norms use eps 1e-6
-    # (europa_model/flavors.py), so checkpoints of earlier versions are stale; 4: the record lists every kept
-    # checkpoint, with digests the ranks computed while saving
     code_version: ClassVar[str] = "4"
+    config_model = PretrainConfig
     long_job: ClassVar[bool] = True  # trains in ctx.job_dir, which evaluation reads while the job runs
     launch_only_settings: ClassVar[tuple[str, ...]] = ("slurm", "machine")  # where it runs, not what it trains
 
-    @staticmethod
-    def keep_work(folder: Path) -> bool:
+    def keep_work(self, folder: Path) -> bool:
         """A work folder of other settings that holds checkpoints outlives a publish: only --force deletes it."""
         return holds_training(folder)
 
-    def input_signature(self, ctx: StageContext) -> Any:
-        return None  # everything it reads is the upstream stages' published output
-
-    def run(self, ctx: StageContext, out_dir: Path) -> StageOutcome:
+    def run(self, ctx: Ctx, out_dir: Path) -> StageOutcome:
         job = self._train(ctx)
         return self._publish(ctx, job, out_dir)
 
     # --- the job ------------------------------------------------------------------------------------------
-    def _train(self, ctx: StageContext) -> Path:
-        settings: PretrainConfig = ctx.settings
+    def _train(self, ctx: Ctx) -> Path:
+        settings = ctx.settings
         job = settle_job_folder(ctx)
         done = complete_checkpoints(job)
         if done and done[-1].step >= settings.steps:
@@ -91,11 +88,11 @@ class PretrainStage:
                 f"(ran out of data or was stopped); see {job / 'train.log'}; rerun to resume from the last checkpoint")
         return job
 
-    def _command(self, ctx: StageContext, job: Path, *extra: str) -> list[str]:
+    def _command(self, ctx: Ctx, job: Path, *extra: str) -> list[str]:
         return [sys.executable, "-m", "stages.pretrain.entry", "--run-dir", str(ctx.run_dir.path), "--job-dir", str(job), *extra]
 
-    def _run_local(self, ctx: StageContext, job: Path) -> None:
-        settings: PretrainConfig = ctx.settings
+    def _run_local(self, ctx: Ctx, job: Path) -> None:
+        settings = ctx.settings
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         world = settings.parallelism.world_size
         if settings.launcher == "torchrun":
@@ -154,7 +151,7 @@ class PretrainStage:
         cause = failure.message if failure is not None else last_line.strip()
         return StageError(f"stage pretrain: {what}: {cause[:300]} {log}")
 
-    def _follow_slurm(self, ctx: StageContext, job: Path) -> None:
+    def _follow_slurm(self, ctx: Ctx, job: Path) -> None:
         """Follow the job already submitted for this job folder (by `europa launch --submit` or an earlier run of
         this stage) while it is queued or running; otherwise submit one, which resumes from the newest
         checkpoint. Whether training is done is the checkpoints' say, not the job's end state (a job that
@@ -205,7 +202,7 @@ class PretrainStage:
                          f"the newest checkpoint); {job}/slurm-{job_id}.out ends:\n{tail or '(no output)'}")
 
     # --- publishing -----------------------------------------------------------------------------------------
-    def _publish(self, ctx: StageContext, job: Path, out_dir: Path) -> StageOutcome:
+    def _publish(self, ctx: Ctx, job: Path, out_dir: Path) -> StageOutcome:
         for pattern in PUBLISHED:
             for src in sorted(job.glob(pattern)):
                 if src.is_dir():

@@ -19,31 +19,61 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from pipeline.manifest import Manifest
-from pipeline.stage import StageContext, StageError, StageOutcome, StepResults, Unit
+from pipeline.stage import Payload, StageContext, StageError, StageOutcome, Step, StepResults, Unit, UnitResult, UnitStage
 from stages.shards.config import ShardsConfig
 
+Ctx = StageContext[ShardsConfig]
 SPLITS = ("train", "val")
-TOKENIZE = "tokenize"  # the step whose units each tokenize a run of one language's ingest Parquet files
+
+
+class TokenizePayload(Payload):
+    lang: str
+    files: list[str]  # a run of the language's ingest Parquet parts
+    val_threshold: int  # a document whose split hash is below it goes to validation
+
+
+class ShardWritten(BaseModel):
+    """A shard a unit wrote (europa_model/data/format.py's writer), with the checksums taken while writing."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    split: str
+    name: str
+    dtype: str
+    tokens: int
+    docs: int
+    ids_bytes: int
+    sha256_bin: str
+    sha256_idx: str
+    sha256_ids: str
+
+
+class TokenizeResult(UnitResult):
+    lang: str
+    shards: list[ShardWritten]
+
+
+TOKENIZE = Step("tokenize", TokenizePayload, TokenizeResult)  # each unit: a run of one language's ingest files
 EXACT_SPLIT_BELOW_DOCS = 1_000_000  # smaller languages get an exact validation count (read their ids once)
 DEFAULT_BYTES_PER_TOKEN = 4.0  # for sizing units when the tokenizer measured none for a language
 SHARD_FIELDS = ("dtype", "tokens", "docs", "ids_bytes", "sha256_bin", "sha256_idx", "sha256_ids")  # index.json, per shard
 
 
-class ShardsStage:
+class ShardsStage(UnitStage[ShardsConfig]):
     name = "shards"
     code_version = "2"
+    config_model = ShardsConfig
     steps = (TOKENIZE,)
 
-    def input_signature(self, ctx: StageContext) -> Any:
-        return None
-
-    def plan(self, ctx: StageContext, step: str, done: StepResults) -> list[Unit]:
+    def plan(self, ctx: Ctx, step: Step[Any, Any], done: StepResults) -> list[Unit]:
         import pyarrow.parquet as pq
 
         from stages.shards.tokenize import split_hash
 
-        cfg = self._settings(ctx)
+        cfg = ctx.settings
         ingest_dir = ctx.upstream_dir("ingest")
         units = []
         for lang in ctx.config.run.languages:
@@ -59,11 +89,12 @@ class ShardsStage:
                 k = min(max(1, round(cfg.val_fraction * len(hashes))), len(hashes) - 1)
                 threshold = hashes[k - 1] + 1 if k > 0 else 0
             for i, group in enumerate(group_files(files, self._bin_bytes_per_file(ctx, lang, files), cfg.shard_bytes)):
-                units.append(Unit(f"{lang}-{i:05d}", {"lang": lang, "files": [str(f) for f in group], "val_threshold": threshold}))
+                units.append(TOKENIZE.unit(f"{lang}-{i:05d}", TokenizePayload(lang=lang, files=[str(f) for f in group],
+                                                                             val_threshold=threshold)))
         return units
 
     @staticmethod
-    def _bin_bytes_per_file(ctx: StageContext, lang: str, files: list[Path]) -> list[float]:
+    def _bin_bytes_per_file(ctx: Ctx, lang: str, files: list[Path]) -> list[float]:
         """Expected .bin bytes of each file's documents, without reading them: the language's kept bytes (ingest
         record) shared by file size, over the tokenizer's bytes per token for the language (its record)."""
         from europa_model.data.format import token_dtype
@@ -77,30 +108,29 @@ class ShardsStage:
         total = sum(sizes) or 1
         return [kept * size / total / bytes_per_token * itemsize for size in sizes]
 
-    def run_unit(self, ctx: StageContext, unit: Unit, out_dir: Path) -> dict[str, Any]:
+    def run_unit(self, ctx: Ctx, unit: Unit, out_dir: Path) -> TokenizeResult:
         from stages.shards.tokenize import RoundTripError, tokenize_files
 
-        cfg = self._settings(ctx)
+        p = TOKENIZE.payload_of(unit)
         try:
-            records = tokenize_files(ctx.upstream_dir("tokenizer") / "tokenizer.model", [Path(f) for f in unit.payload["files"]],
-                                     out_dir, seed=ctx.config.run.seed, val_threshold=unit.payload["val_threshold"],
-                                     shard_bytes=cfg.shard_bytes)
+            records = tokenize_files(ctx.upstream_dir("tokenizer") / "tokenizer.model", [Path(f) for f in p.files],
+                                     out_dir, seed=ctx.config.run.seed, val_threshold=p.val_threshold,
+                                     shard_bytes=ctx.settings.shard_bytes)
         except RoundTripError as e:
             raise StageError(f"stage shards: {e}; retrain it (europa stage tokenizer --force)") from None
-        return {"lang": unit.payload["lang"], "shards": records}
+        return TokenizeResult.model_validate({"lang": p.lang, "shards": records})
 
-    @staticmethod
-    def unit_work(unit: Unit, result: dict[str, Any]) -> tuple[float, str]:
-        return float(sum(r["tokens"] for r in result["shards"])), "tokens"
+    def unit_work(self, unit: Unit, result: Any) -> tuple[float, str]:
+        return float(sum(r.tokens for r in result.shards)), "tokens"
 
-    def finalize(self, ctx: StageContext, done: StepResults, out_dir: Path) -> StageOutcome:
+    def finalize(self, ctx: Ctx, done: StepResults, out_dir: Path) -> StageOutcome:
         import sentencepiece as spm
 
         from stages.mixture import allocate
         from stages.shards.record import ShardsRecord
 
-        cfg = self._settings(ctx)
-        results = done[TOKENIZE]
+        cfg = ctx.settings
+        results = TOKENIZE.results(done)
         sp = spm.SentencePieceProcessor(model_file=str(ctx.upstream_dir("tokenizer") / "tokenizer.model"))
         counters: dict[tuple[str, str], int] = defaultdict(int)
         per_lang: dict[str, dict[str, int]] = {lang: {f"{s}_{k}": 0 for s in SPLITS for k in ("tokens", "docs", "shards")}
@@ -108,13 +138,14 @@ class ShardsStage:
         shards, tokens_out, checksums = [], {}, {}
         for uid in sorted(results):
             r = results[uid]
-            for rec in r["shards"]:
-                split, lang = rec["split"], r["lang"]
+            for shard_written in r.shards:
+                rec = shard_written.model_dump()
+                split, lang = rec["split"], r.lang
                 dest = out_dir / split / lang / f"shard-{counters[(split, lang)]:05d}"
                 counters[(split, lang)] += 1
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 for ext in (".bin", ".idx", ".ids"):
-                    os.replace(ctx.unit_dir(TOKENIZE, uid) / f"{rec['name']}{ext}", dest.with_suffix(ext))
+                    os.replace(ctx.unit_dir(TOKENIZE.name, uid) / f"{rec['name']}{ext}", dest.with_suffix(ext))
                 rel = dest.relative_to(out_dir).as_posix()
                 shard = {"path": rel, "split": split, "lang": lang, **{k: rec[k] for k in SHARD_FIELDS}}
                 check_written(dest, shard)
@@ -163,10 +194,6 @@ class ShardsStage:
             mx = s["mixture"]["languages"][lang]
             lines.append(f"| {lang} | {st['train_tokens']:,} | {st['val_tokens']:,} | {mx['weight']:.4f} | {mx['expected_epochs']:.2f} |")
         return "\n".join(lines) + "\n"
-
-    @staticmethod
-    def _settings(ctx: StageContext) -> ShardsConfig:
-        return ctx.settings  # type: ignore[return-value]
 
 
 def group_files(files: list[Path], expected_bytes: list[float], shard_bytes: int) -> list[list[Path]]:

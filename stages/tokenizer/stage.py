@@ -14,29 +14,58 @@ from typing import Any
 from pipeline import progress
 from pipeline.fsutil import sha256_file
 from pipeline.manifest import Manifest
-from pipeline.stage import StageContext, StageError, StageOutcome, StepResults, Unit
+from pipeline.stage import Payload, StageContext, StageError, StageOutcome, Step, StepResults, Unit, UnitResult, UnitStage
 from stages.tokenizer.config import TokenizerConfig
 
-SAMPLES = "samples"  # the step that writes one language's sample per unit
+Ctx = StageContext[TokenizerConfig]
+
+
+class SamplePayload(Payload):
+    """One language's share of the sample: what it has, what it should give, and how many passes that takes."""
+
+    lang: str
+    available_chars: int
+    target_chars: int
+    passes: float
+
+
+class SampleResult(UnitResult):
+    """One language's sample as written (the record's per-language sample, plus the language)."""
+
+    lang: str
+    available_chars: int
+    target_chars: int
+    passes: float
+    chars: int
+    lines: int
+    documents: int
+    files: int
+    files_read: int
+    row_groups_read: int
+    sha256: str
+
+
+SAMPLES = Step("samples", SamplePayload, SampleResult)  # one language's sample per unit
 SAMPLE_FIELDS = ("available_chars", "target_chars", "passes", "chars", "lines", "documents", "files", "files_read",
                  "row_groups_read", "sha256")  # the record's per-language sample
 
 
-class TokenizerStage:
+class TokenizerStage(UnitStage[TokenizerConfig]):
     name = "tokenizer"
     code_version = "2"
+    config_model = TokenizerConfig
     steps = (SAMPLES,)
 
-    def input_signature(self, ctx: StageContext) -> Any:
-        path = self._settings(ctx).report.parallel_path
+    def input_signature(self, ctx: Ctx) -> Any:
+        path = ctx.settings.report.parallel_path
         if not path or not os.path.isdir(path):
             return None
         return sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in Path(path).iterdir() if p.is_file())
 
-    def plan(self, ctx: StageContext, step: str, done: StepResults) -> list[Unit]:
+    def plan(self, ctx: Ctx, step: Step[Any, Any], done: StepResults) -> list[Unit]:
         from stages.tokenizer.sample import plan_sample
 
-        cfg = self._settings(ctx)
+        cfg = ctx.settings
         per_lang = ctx.record("ingest").per_language
         available = {lang: per_lang[lang].kept_chars if lang in per_lang else 0 for lang in ctx.config.run.languages}
         empty = [lang for lang, chars in available.items() if chars == 0]
@@ -47,35 +76,35 @@ class TokenizerStage:
             )
         shares = plan_sample(available, cfg.sample)
         self._check_memory(cfg, sum(s.target_chars for s in shares.values()))
-        return [Unit(f"sample-{lang}", {"lang": lang, "available_chars": s.available_chars, "target_chars": s.target_chars,
-                                         "passes": s.passes}) for lang, s in shares.items()]
+        return [SAMPLES.unit(f"sample-{lang}", SamplePayload(lang=lang, available_chars=s.available_chars,
+                                                             target_chars=s.target_chars, passes=s.passes))
+                for lang, s in shares.items()]
 
-    def run_unit(self, ctx: StageContext, unit: Unit, out_dir: Path) -> dict[str, Any]:
+    def run_unit(self, ctx: Ctx, unit: Unit, out_dir: Path) -> SampleResult:
         from stages.tokenizer.sample import LanguageShare, write_language_sample
 
-        cfg = self._settings(ctx)
-        p = unit.payload
-        share = LanguageShare(p["lang"], p["available_chars"], p["target_chars"], p["passes"])
-        files = sorted((ctx.upstream_dir("ingest") / "data" / p["lang"]).glob("part-*.parquet"))
-        written = write_language_sample(files, share, ctx.config.run.seed, cfg.sample.max_line_chars, out_dir / "sample.txt")
-        return {**p, **written, "sha256": sha256_file(out_dir / "sample.txt")}
+        p = SAMPLES.payload_of(unit)
+        share = LanguageShare(p.lang, p.available_chars, p.target_chars, p.passes)
+        files = sorted((ctx.upstream_dir("ingest") / "data" / p.lang).glob("part-*.parquet"))
+        written = write_language_sample(files, share, ctx.config.run.seed, ctx.settings.sample.max_line_chars,
+                                        out_dir / "sample.txt")
+        return SampleResult.model_validate({**p.model_dump(), **written, "sha256": sha256_file(out_dir / "sample.txt")})
 
-    @staticmethod
-    def unit_work(unit: Unit, result: dict[str, Any]) -> tuple[float, str]:
-        return float(result["chars"]) / 1e6, "M chars"
+    def unit_work(self, unit: Unit, result: Any) -> tuple[float, str]:
+        return float(result.chars) / 1e6, "M chars"
 
-    def finalize(self, ctx: StageContext, done: StepResults, out_dir: Path) -> StageOutcome:
+    def finalize(self, ctx: Ctx, done: StepResults, out_dir: Path) -> StageOutcome:
         from stages.tokenizer.hf_export import check_equivalence, export_hf
         from stages.tokenizer.record import TokenizerRecord
         from stages.tokenizer.report import measure, write_reports
         from stages.tokenizer.sample import LanguageShare, rebalance, write_language_sample
         from stages.tokenizer.train import special_tokens
 
-        cfg = self._settings(ctx)
-        results = done[SAMPLES]
+        cfg = ctx.settings
+        results = SAMPLES.results(done)
         texts, description, parallel, missing = self._evaluation_text(ctx, cfg)
-        samples = [ctx.unit_dir(SAMPLES, uid) / "sample.txt" for uid in sorted(results)]
-        sample_stats = {r["lang"]: {k: r[k] for k in SAMPLE_FIELDS} for r in results.values()}
+        samples = [ctx.unit_dir(SAMPLES.name, uid) / "sample.txt" for uid in sorted(results)]
+        sample_stats = {r.lang: r.model_dump(include=set(SAMPLE_FIELDS)) for r in results.values()}
         model, sentences = self._train(ctx, cfg, samples, sample_stats, out_dir)
         metrics = measure(model, texts, cfg.report.reference_language, parallel)
 
@@ -156,7 +185,7 @@ class TokenizerStage:
                          f"more than [tokenizer].memory_budget_gb = {cfg.memory_budget_gb:g}; raise memory_budget_gb to what "
                          f"the machine running the stage has, {lower}")
 
-    def _train(self, ctx: StageContext, cfg: TokenizerConfig, samples: list[Path], stats: dict[str, dict],
+    def _train(self, ctx: Ctx, cfg: TokenizerConfig, samples: list[Path], stats: dict[str, dict],
                out_dir: Path) -> tuple[Path, int]:
         """(model, input_sentence_size): SentencePiece loads at most the lines the memory budget allows."""
         from stages.tokenizer.memory import GB, input_sentence_size
@@ -174,7 +203,7 @@ class TokenizerStage:
             raise StageError(f"stage tokenizer: [tokenizer].vocab_size = {e.asked} is more than the sample supports "
                              f"(at most {e.maximum}); lower vocab_size or raise [tokenizer.sample].budget_chars") from None
 
-    def _evaluation_text(self, ctx: StageContext, cfg: TokenizerConfig):
+    def _evaluation_text(self, ctx: Ctx, cfg: TokenizerConfig):
         """(texts per language, description, whether parallel, languages without text): parallel text if
         configured, else a slice of the ingested corpus (no parity then)."""
         from stages.tokenizer.report import parallel_from_flores, parallel_from_ingest, sample_from_ingest
@@ -208,7 +237,3 @@ class TokenizerStage:
             parity = "n/a" if m["parity"] is None else f"{m['parity']:.3f}"
             lines.append(f"| {lang} | {smp.get('chars', 0):,} | {smp.get('passes', 0):.2f} | {parity} | {m['fertility']:.3f} |")
         return "\n".join(lines) + "\n"
-
-    @staticmethod
-    def _settings(ctx: StageContext) -> TokenizerConfig:
-        return ctx.settings  # type: ignore[return-value]

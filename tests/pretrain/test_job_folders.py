@@ -12,7 +12,7 @@ import pytest
 from europa_model.checkpoints import complete_checkpoints
 from pipeline.cli import main
 from pipeline.config import load_config
-from pipeline.executor import build_context
+from pipeline.status import build_context
 from pipeline.rundir import RunDir
 from stages.pretrain import job as jobdir
 from stages.pretrain.folders import TRAINING, current_training

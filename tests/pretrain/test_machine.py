@@ -133,7 +133,7 @@ def test_another_gpu_cluster_is_a_profile(tmp_path):
 
 
 def test_launch_settings_stay_out_of_the_fingerprint(tmp_path):
-    from pipeline.executor import fingerprint_inputs
+    from pipeline.status import fingerprint_inputs
     from pipeline.stage import StageContext
     from pipeline.registry import get_stage
     from pipeline.rundir import RunDir

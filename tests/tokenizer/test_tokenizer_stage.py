@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli import main
-from pipeline.executor import statuses
+from pipeline.status import statuses
 from pipeline.languages import EU_LANGUAGE_CODES
 from pipeline.runconfig import resolve
 from stages.tokenizer.config import SampleConfig

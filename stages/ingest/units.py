@@ -1,0 +1,188 @@
+"""The ingest stage's steps: what each unit is given (payload) and what it hands back (result).
+
+The executor validates both against these models, so a unit that travels to a Dask worker, or a result.json read
+back after a crash, is checked field by field; the statistics of the dedup steps are the ones each step also
+records in its own stats.json (dedup/files.py).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipeline.stage import Payload, Step, UnitResult
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PieceSpec(_Strict):
+    """Part `part` of `parts` of one input file (sources.Piece, as it travels)."""
+
+    ref: str
+    key: str
+    size: int
+    format: str
+    part: int = 0
+    parts: int = 1
+
+
+class Problem(_Strict):
+    """An input the stage skipped, with why and the fix (the manifest's `skipped`)."""
+
+    source: str
+    lang: str
+    input: str
+    line: int | None = None
+    reason: str
+    message: str
+
+
+class PartFile(_Strict):
+    """A Parquet part a unit wrote (parts.py): its name in the unit folder, rows and checksum."""
+
+    file: str
+    rows: int
+    sha256: str
+
+
+class DedupSettings(_Strict):
+    """What ties the outputs of the dedup steps together: a step refuses outputs made under other settings."""
+
+    exact: bool
+    near: bool
+    num_perm: int
+    bands: int
+    rows: int
+    threshold: float
+    seed: int
+    partitions: int
+
+
+# --- documents: language x source x pieces of input files ------------------------------------------------
+class DocumentsPayload(Payload):
+    lang: str
+    source: str
+    pieces: list[PieceSpec]
+    pattern: str | None = None  # no pieces: what was looked for ...
+    problem: tuple[str, str] | None = None  # ... and the (reason, message) recorded for it
+
+
+class DocumentStats(_Strict):
+    """What the document chain did to one unit's input; a unit without input has only its problems."""
+
+    docs_in: int | None = None  # None: the unit read no input (an optional source without files)
+    bytes_in: int = 0
+    kept: int = 0
+    kept_bytes: int = 0
+    mojibake_fixed: int = 0
+    removed: dict[str, int] = Field(default_factory=dict)  # filter reason -> documents
+    pii: dict[str, int] = Field(default_factory=dict)  # kind -> redactions
+    problems: list[Problem] = Field(default_factory=list)
+    blocklist: dict[str, int] = Field(default_factory=dict)  # block list -> documents removed
+    domain_bytes_in: dict[str, int] = Field(default_factory=dict)  # crawled sources: bytes read per URL domain
+
+
+class DocumentsResult(UnitResult):
+    lang: str
+    source: str
+    stats: DocumentStats
+    removed_parts: list[PartFile] = Field(default_factory=list)
+
+    @property
+    def read_documents(self) -> bool:
+        return self.stats.docs_in is not None
+
+
+# --- signatures and filter: one per documents unit that read documents ------------------------------------
+class RankedUnitPayload(Payload):
+    lang: str
+    rank: int  # the unit's position among its language's documents units: its place in the dedup order
+    partitions: int
+    kept: int  # documents the unit kept: what the step's cost follows
+
+
+class SignaturesResult(UnitResult):
+    lang: str
+    docs: int
+    empty_docs: int
+    band_rows: int
+    settings: DedupSettings
+
+
+# --- buckets: language x band partition ---------------------------------------------------------------------
+class BucketsPayload(Payload):
+    lang: str
+    partition: int
+    partitions: int
+    units: list[str]  # the language's documents units in rank order
+    kept: float  # expected documents in the partition
+
+
+class ExactStats(_Strict):
+    settings: DedupSettings
+    partition: int
+    rows_read: int
+    distinct: int
+    groups_with_copies: int
+    dropped: int
+
+
+class PairStats(_Strict):
+    settings: DedupSettings
+    partition: int
+    rows_read: int
+    candidate_docs: int
+    largest_bucket: int
+    candidates: int
+    first_shared_band: int
+    verified: int
+
+
+class BucketsResult(UnitResult):
+    lang: str
+    exact: ExactStats
+    pairs: PairStats
+
+
+# --- clusters: one per language with near dedup on ----------------------------------------------------------
+class ClustersPayload(Payload):
+    lang: str
+    partitions: int
+    units: list[str]
+    kept: int
+
+
+class ClustersResult(UnitResult):
+    lang: str
+    settings: DedupSettings
+    rule: str
+    pairs_read: int
+    pairs: int
+    docs_in_pairs: int
+    components: int
+    largest_component: int
+    dropped: int
+    rounds: int
+    kept_by_greedy_not_by_components: int  # documents the greedy rule keeps, connected components would drop
+
+
+class FilterResult(UnitResult):
+    lang: str
+    settings: DedupSettings
+    docs: int
+    kept: int
+    kept_bytes: int
+    kept_chars: int
+    kept_words: int
+    exact_duplicate: int
+    near_duplicate: int
+    parts: list[PartFile]
+    duplicate_parts: list[PartFile]
+
+
+DOCUMENTS = Step("documents", DocumentsPayload, DocumentsResult)
+SIGNATURES = Step("signatures", RankedUnitPayload, SignaturesResult)
+BUCKETS = Step("buckets", BucketsPayload, BucketsResult)
+CLUSTERS = Step("clusters", ClustersPayload, ClustersResult)
+FILTER = Step("filter", RankedUnitPayload, FilterResult)
