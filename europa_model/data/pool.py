@@ -47,10 +47,6 @@ class ShardPool:
         """`shard` was closed (by the pool or by its owner): no longer counted as open."""
         self._open.pop(id(shard), None)
 
-    @property
-    def open_count(self) -> int:
-        return len(self._open)
-
     def close_all(self) -> None:
         while self._open:
             next(iter(self._open.values())).close()

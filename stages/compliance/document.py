@@ -100,9 +100,6 @@ class Document:
         for s in self.sections:
             yield from walk(s)
 
-    def item_ids(self) -> list[str]:
-        return [i for i, _, _ in self.facts()]
-
 
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in text.lower()).strip("_")

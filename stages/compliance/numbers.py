@@ -46,11 +46,6 @@ def sig2(x: int | float) -> str:
     return f"{sign}{mant}e{exp}"
 
 
-def sig2_value(x: int | float) -> float:
-    """The two-significant-figure value as a number (what the JSON form carries)."""
-    return float(sig2(x))
-
-
 def sci(x: int | float) -> str:
     """Two significant figures as people write them: '9.5 × 10^11'."""
     mant, _, exp = sig2(x).partition("e")

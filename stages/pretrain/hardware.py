@@ -73,10 +73,6 @@ class Hardware:
     def has_gpus(self) -> bool:
         return self.gpus_per_node > 0
 
-    @property
-    def cores_per_gpu(self) -> int:
-        return self.cores_per_node // self.gpus_per_node if self.gpus_per_node else self.cores_per_node
-
     def device_memory_gib(self, ranks_per_node: int) -> float:
         """What one rank may fill: a GPU's HBM, or on a CPU node its share of the node's memory."""
         return self.hbm_gib if self.has_gpus else self.memory_gib_per_node / max(ranks_per_node, 1)
@@ -88,10 +84,6 @@ class Hardware:
             return self
         return replace(self, hbm_gib=self.device_memory_gib(ranks_per_node), runtime_reserve_gib=CPU_RESERVE_GIB,
                        host_gib_per_gpu=0.0, host_reserve_gib=0.0)
-
-    @property
-    def ib_gb_per_s_per_node(self) -> float:
-        return self.ib_gb_per_s_per_gpu * self.gpus_per_node
 
 
 JUPITER_BOOSTER = Hardware()

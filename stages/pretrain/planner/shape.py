@@ -44,10 +44,6 @@ class ModelShape:
     def n_moe_layers(self) -> int:
         return self.n_layers - self.n_dense_layers
 
-    @property
-    def head_dims(self) -> int:
-        return self.qk_nope_head_dim + self.qk_rope_head_dim + self.v_head_dim
-
 
 def flavor_dims(flavor: str):
     """The flavor's architecture numbers (`europa_model.flavors.Flavor`; imports torch and torchtitan)."""
