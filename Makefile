@@ -16,7 +16,7 @@ demo: $(STAMP) $(UDHR)
 	$(VENV)/bin/europa status --run-dir $(RUN)
 
 # Two pytest workers (pytest-xdist): many tests wait on servers, Slurm daemons and subprocesses, so one core idles
-# in a serial run (13m39s -> 9m42s on the 2-core VM, the same 629 tests). TEST_WORKERS=0 runs them in one process.
+# in a serial run (docs/benchmarks.md has the timings). TEST_WORKERS=0 runs them in one process.
 TEST_WORKERS ?= 2
 test: $(STAMP) $(UDHR)
 	$(PY) -m pytest -q -n $(TEST_WORKERS)
@@ -41,15 +41,17 @@ $(UDHR):
 	test -f $@
 
 # Benchmarks need ../shared/data (not part of a clone; without it each says so and is skipped). bench/summary.py
-# runs every bench/*_bench.py and prints one table: each figure next to its reference, and the ratio.
+# runs every bench/*_bench.py and prints one table: each figure next to its reference, and the ratio;
+# `bench/summary.py --record MACHINE` also commits the figures to bench/records/ (then `make docs`).
 bench: $(STAMP)
 	$(PY) bench/summary.py
 
-# docs/configuration.md and docs/records.md are generated from the config and record models (tests fail when
-# either is out of date).
+# docs/configuration.md and docs/records.md are generated from the config and record models, docs/benchmarks.md
+# from bench/records/ (tests fail when any is out of date).
 docs: $(STAMP)
 	$(PY) -m pipeline.config_reference
 	$(PY) -m pipeline.records_reference
+	$(PY) bench/benchmarks_doc.py
 
 clean:
 	rm -rf $(VENV) .cache runs

@@ -2,13 +2,20 @@
 """Every benchmark in one table: each stage's figure next to its reference, and the ratio.
 
     .venv/bin/python bench/summary.py [--no-run] [--only ingest,shards] [--data ../shared/data] [--setup-reference]
+        [--record MACHINE [--command "how a --no-run result was made"]]
 
 Runs bench/{ingest,ingest_scale,dedup,langid,tokenizer,shards,dataloader_scale,train}_bench.py one after the other
 (each writes its figures to bench/results/<name>.json, removed first so nothing stale is shown), then prints the
-table. `--no-run` only reads the results the scripts last wrote. A benchmark whose data is absent (../shared/data is not part of a
-clone) says so and is listed as skipped under the table; one that fails is listed with its exit code. The
-ingest reference (datatrove) needs its own venv: `--setup-reference` creates it (bench/reference/README.md).
+table. `--no-run` only reads the results the scripts last wrote. A benchmark whose data is absent (../shared/data is
+not part of a clone) says so and is listed as skipped under the table; one that fails is listed with its exit code.
+The ingest reference (datatrove) needs its own venv: `--setup-reference` creates it (bench/reference/README.md).
 Exit status: 0 unless a benchmark failed.
+
+bench/results/ is a machine's scratch (git-ignored). `--record MACHINE` also writes each benchmark's figures to
+bench/records/ as a `Record` (the machine, `git rev-parse HEAD`, the command), the committed history that
+docs/benchmarks.md is generated from (bench/benchmarks_doc.py, `make docs`). With `--no-run` it records what a
+bench script run by hand last wrote (e.g. ingest_scale_bench.py with its own --sizes), if that was after HEAD's
+commit; `--command` says how it was run.
 """
 
 from __future__ import annotations
@@ -16,16 +23,106 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Annotated, Any, Callable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 RESULTS = BENCH / "results"
+RECORDS = BENCH / "records"
+MACHINES = "machines.json"  # in the records folder: the machines records name, each with its cores and what it is
+MANUAL = "manual"  # a record's `bench` when no bench script measured it (its `command` says how it was measured)
+
+
+class Record(BaseModel):
+    """One bench run, or one round of runs, as committed under bench/records/: what was measured, on which
+    machine, of which commit. Figures go here rather than into docs or comments, so each stays next to the
+    code and the machine that produced it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    bench: str  # <name> of bench/<name>_bench.py, or "manual"
+    machine: str  # a key of bench/records/machines.json
+    commit: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]  # the code measured (`git rev-parse HEAD`)
+    commit_note: str | None = None  # how `commit` was found when the run did not record it itself
+    uncommitted_changes: bool = False  # the working tree differed from `commit` when it ran
+    date: Annotated[str, Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")]
+    time: str | None = None  # the machine's local time span, e.g. "19:27-20:05"
+    title: str
+    command: str | None = None
+    source: Literal["bench run", "transcribed"]  # bench/summary.py --record, or copied from earlier notes
+    results: dict[str, Any]  # the bench's own JSON, or `tables` of figures as the notes gave them
+    notes: list[str] = []
+    platform: dict[str, Any] | None = None  # what the run read about its machine (cores, OS, Python)
+
+
+def read_machines(records: Path = RECORDS) -> dict[str, dict[str, Any]]:
+    path = records / MACHINES
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def read_record(path: Path, machines: dict[str, Any]) -> Record:
+    """A committed record, validated; a ValueError names the file, the field and the fix."""
+    try:
+        record = Record.model_validate_json(path.read_bytes())
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(the whole file)"
+        raise ValueError(f"{path}: {where}: {err['msg']}; see the Record model in bench/summary.py") from None
+    if record.machine not in machines:
+        raise ValueError(f"{path}: machine {record.machine!r} is not in {path.parent / MACHINES}; add it there "
+                         f"(its cpus and a description) or name one of: {', '.join(sorted(machines))}")
+    if record.bench != MANUAL and not (BENCH / f"{record.bench}_bench.py").exists():
+        raise ValueError(f"{path}: bench {record.bench!r}: there is no bench/{record.bench}_bench.py; name the "
+                         f"script that measured it, or {MANUAL!r} with a command that says how")
+    return record
+
+
+@dataclass(frozen=True)
+class Head:
+    """The commit checked out, what a run measures."""
+
+    commit: str
+    committed_at: float  # its commit time (a result file older than this measured an earlier commit)
+    dirty: bool  # tracked files differ from it
+
+
+def git_head() -> Head:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+    try:
+        return Head(git("rev-parse", "HEAD"), float(git("show", "-s", "--format=%ct", "HEAD")),
+                    bool(git("status", "--porcelain", "--untracked-files=no")))
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise SystemExit(f"--record needs a git checkout: a record names the commit it measured ({e})") from None
+
+
+def write_record(name: str, results: dict[str, Any], *, machine: str, head: Head, span: tuple[float, float],
+                 command: str, records: Path = RECORDS) -> Path:
+    """bench/records/<date>-<name>-<commit>.json for one benchmark's figures (a suffix when that name is taken)."""
+    start, end = (time.localtime(t) for t in span)
+    commit = head.commit
+    record = Record(bench=name, machine=machine, commit=commit, uncommitted_changes=head.dirty,
+                    date=time.strftime("%Y-%m-%d", start),
+                    time=f"{time.strftime('%H:%M', start)}-{time.strftime('%H:%M', end)}",
+                    title=f"bench/{name}_bench.py", command=command, source="bench run",
+                    results=results, platform={"cpus": os.cpu_count(), "system": platform.platform(),
+                                               "python": platform.python_version()})
+    stem = f"{record.date}-{name}-{commit[:7]}"
+    path, n = records / f"{stem}.json", 2
+    while path.exists():
+        path, n = records / f"{stem}-{n}.json", n + 1
+    records.mkdir(parents=True, exist_ok=True)
+    path.write_text(record.model_dump_json(indent=1, exclude_none=True) + "\n", encoding="utf-8")
+    return path
 
 
 @dataclass
@@ -222,6 +319,19 @@ def table(rows: list[Row]) -> str:
     return "\n".join([line(header), sep, *(line(c) for c in body)])
 
 
+def record(name: str, figures: dict[str, Any], span: tuple[float, float], head: Head, args: argparse.Namespace,
+           argv: list[str] | None, notes: list[str]) -> bool:
+    """--record: one benchmark's figures into bench/records/; False when they cannot be of the commit checked out."""
+    if span[1] < head.committed_at:
+        notes.append(f"{name}: not recorded: its results are older than the commit checked out ({head.commit[:7]}), "
+                     f"so they measured another one; run it again")
+        return False
+    command = args.command or " ".join(["bench/summary.py", *(argv if argv is not None else sys.argv[1:])])
+    path = write_record(name, figures, machine=args.record, head=head, span=span, command=command, records=args.records)
+    notes.append(f"{name}: recorded in {os.path.relpath(path, ROOT)} (run `make docs` and commit both)")
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--no-run", action="store_true", help="Summarize bench/results/*.json as the scripts last wrote them.")
@@ -229,11 +339,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=None, help="Benchmark data folder (default: each script's, ../shared/data).")
     ap.add_argument("--setup-reference", action="store_true", help="Create the datatrove venv for the ingest reference if missing.")
     ap.add_argument("--results", type=Path, default=RESULTS, help="Folder of the <name>_bench.json files.")
+    ap.add_argument("--record", metavar="MACHINE", default=None,
+                    help="Also write each benchmark's figures to bench/records/ as a committed record naming MACHINE "
+                    "(a key of bench/records/machines.json) and the commit checked out; then `make docs`.")
+    ap.add_argument("--records", type=Path, default=RECORDS, help="Folder --record writes to.")
+    ap.add_argument("--command", default=None, help="With --no-run --record: how the results were made (the bench "
+                    "script's command line).")
     args = ap.parse_args(argv)
     names = [n.strip() for n in args.only.split(",") if n.strip()]
     unknown = [n for n in names if n not in BENCHMARKS]
     if unknown:
         ap.error(f"unknown benchmark {unknown[0]!r}; choose from {', '.join(BENCHMARKS)}")
+    head = None
+    if args.record is not None:
+        machines = read_machines(args.records)
+        if args.record not in machines:
+            ap.error(f"machine {args.record!r} is not in {args.records / MACHINES}; add it there (its cpus and a "
+                     f"description) or name one of: {', '.join(sorted(machines)) or '(none yet)'}")
+        head = git_head()
 
     rows: list[Row] = []
     notes: list[str] = []
@@ -241,8 +364,11 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         result = args.results / f"{name}_bench.json"
         shown = os.path.relpath(result, ROOT)
+        span = None
         if not args.no_run:
+            started = time.time()
             rc, last, seconds = run(name, args)
+            span = (started, time.time())
             if not result.exists():
                 failed |= rc != 0
                 notes.append(f"{name}: {'failed (exit ' + str(rc) + ')' if rc else 'skipped'}: {last or 'no output'}")
@@ -257,11 +383,16 @@ def main(argv: list[str] | None = None) -> int:
         else:
             stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(result.stat().st_mtime))
             notes.append(f"{name}: from {shown} ({stamp})")
+            span = (result.stat().st_mtime,) * 2
         try:
-            rows += BENCHMARKS[name](json.loads(result.read_text(encoding="utf-8")))
+            figures = json.loads(result.read_text(encoding="utf-8"))
+            rows += BENCHMARKS[name](figures)
         except (KeyError, TypeError, ValueError) as e:
             notes.append(f"{name}: {shown} has an unexpected shape ({type(e).__name__}: {e}); rerun it")
             failed = True
+            continue
+        if head is not None and span is not None:
+            failed |= not record(name, figures, span, head, args, argv, notes)
 
     print()
     print(table(rows) if rows else "no benchmark figures (see below)")

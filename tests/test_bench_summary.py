@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 
 import pytest
@@ -76,3 +77,43 @@ def test_absent_data_is_reported_as_skipped(summary, tmp_path, capsys):
 def test_unknown_benchmark_is_a_usage_error(summary):
     with pytest.raises(SystemExit):
         summary.main(["--only", "nonsense"])
+
+
+@pytest.mark.skipif(not (REPO_ROOT / ".git").exists(), reason="a record names a commit: needs a git checkout")
+def test_record_writes_the_results_with_machine_and_commit(summary, tmp_path, capsys):
+    results, records = tmp_path / "results", tmp_path / "records"
+    results.mkdir()
+    records.mkdir()
+    (results / "shards_bench.json").write_text(json.dumps(RESULTS["shards_bench.json"]))
+    (records / "machines.json").write_text(json.dumps({"test-box": {"cpus": 2, "description": "a test machine"}}))
+    argv = ["--no-run", "--only", "shards", "--results", str(results), "--records", str(records), "--record", "test-box",
+            "--command", "bench/shards_bench.py --repeat 3"]
+    assert summary.main(argv) == 0
+    [path] = records.glob("*-shards-*.json")
+    record = summary.read_record(path, summary.read_machines(records))
+    head = summary.git_head()
+    assert (record.machine, record.commit, record.source) == ("test-box", head.commit, "bench run")
+    assert record.results == RESULTS["shards_bench.json"] and record.command == "bench/shards_bench.py --repeat 3"
+    assert record.uncommitted_changes == head.dirty and record.platform["cpus"] >= 1
+    assert "shards: recorded in " in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not (REPO_ROOT / ".git").exists(), reason="a record names a commit: needs a git checkout")
+def test_record_refuses_results_older_than_the_commit(summary, tmp_path, capsys):
+    results, records = tmp_path / "results", tmp_path / "records"
+    results.mkdir()
+    records.mkdir()
+    (results / "shards_bench.json").write_text(json.dumps(RESULTS["shards_bench.json"]))
+    os.utime(results / "shards_bench.json", (0, 0))  # written long before the commit checked out
+    (records / "machines.json").write_text(json.dumps({"test-box": {"cpus": 2, "description": "a test machine"}}))
+    argv = ["--no-run", "--only", "shards", "--results", str(results), "--records", str(records), "--record", "test-box"]
+    assert summary.main(argv) == 1
+    assert "shards: not recorded: its results are older than the commit checked out" in capsys.readouterr().out
+    assert not list(records.glob("*-shards-*.json"))
+
+
+def test_record_needs_a_described_machine(summary, tmp_path, capsys):
+    (tmp_path / "machines.json").write_text(json.dumps({"test-box": {"cpus": 2, "description": "a test machine"}}))
+    with pytest.raises(SystemExit):
+        summary.main(["--no-run", "--records", str(tmp_path), "--record", "laptop"])
+    assert "machine 'laptop' is not in" in capsys.readouterr().err
