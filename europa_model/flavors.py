@@ -1,69 +1,10 @@
 """The EUROPA MoE as torchtitan 0.3.0 model configs: flavors `tiny`, `small` and `europa-1t`.
 
-Why these choices
------------------
-Family. torchtitan's DeepSeek-V3 model code (`DeepSeekV3Model`, its MLA `Attention`, and the public layer
-builder `torchtitan.models.deepseek_v3.build_mla_moe_layers`), with the Kimi-K2 text tower as the starting
-point. Kimi-K2.5 (torchtitan's `kimi_k2_7`) is the closest published design to EUROPA (~1T total, ~32B
-active, 384 routed experts, top-8, 1 shared expert, first layer dense, MLA) but it is the same
-`build_mla_moe_layers` text tower wrapped in a multimodal model (`KimiK25Model`, vision encoder, VLM
-pipelining); EUROPA is text-only, so we use the plain DeepSeek-V3 model, its parallelize function
-(FSDP/EP/TP/CP), its pipelining and its HF state-dict adapter unchanged. The parameter names are those of
-Kimi's text tower, so Kimi's DistMuon recipe (kimi_k2_7/config_registry.py) can be adapted to them later.
-
-europa-1t (what it is optimized for: frontier quality per training FLOP at ~33B active, on GH200 nodes):
-- Kimi-K2's skeleton unchanged: dim 7168, 61 layers, MLA with 64 heads (half of DeepSeek-V3's 128: Kimi
-  found it cheaper at inference for a small loss), q-LoRA 1536, KV-LoRA 512 (the cached latent), head dims
-  128 (nope) + 64 (rope) / 128 (v); 384 routed experts, top-8 (sparsity 48), 1 shared expert; sigmoid
-  routing with normalized top-k weights (route_scale 2.827); torchtitan's aux-loss-free balancing bias.
-  Group-limited (node-limited) routing is off in the flavor and a run's choice (`[pretrain.moe]`
-  num_expert_groups / num_limited_groups, passed to `build_model_args`): the right groups depend on how
-  many nodes an expert-parallel group spans, and they are recorded with the checkpoints (job_info.json). 384 = 2^7 * 3 splits evenly over EP degrees 8 ... 384 (a 384-GPU replica
-  can hold 1 expert per GPU per layer, or 4 per GPU at EP 96).
-- Vocabulary 262,144 (2^18), the Gemma 3 / Salamandra size, instead of Kimi's 163,840 or EuroLLM's 128k.
-  The tokenizer must serve 24 EU languages in 5 scripts; on FLORES the OpenEuroLLM tokenizer needs 1.79
-  tokens per word at 262k against 2.00 at 128k, i.e. ~10% fewer tokens for the same text and ~11% more
-  text per context window (assuming our tokenizer stage gains what OpenEuroLLM's did: measure it).
-  The price per token is the output projection: 131,072 more rows cost
-  2 x 131072 x 7168 FLOPs, ~3% of the per-token matmul work; the lookup table costs no FLOPs. So the
-  bigger vocabulary spends ~7% less compute per byte of text, and the 3.76B embedding parameters are 0.4%
-  of the total. Embeddings stay untied (as in DeepSeek-V3/Kimi; torchtitan refuses tying with PP).
-- To pay for the bigger vocabulary inside the 32.8B active budget, the routed experts are narrower
-  (hidden 1920 instead of 2048, still a multiple of 128 for the grouped GEMMs) and the first 2 layers are
-  dense (Kimi: 1, DeepSeek-V3: 3: early layers are where routing helps least and balances worst). Of the
-  depths (56-65), dense-layer counts (1-3) and expert widths (steps of 64) around Kimi's, at 128k or 256k
-  vocabulary, this is the closest to both announced counts (951.9B total, 32.8B active): 948.7B (-0.33%)
-  and 32.81B (+0.02%), see `count_parameters`; no 128k combination came within 0.6%.
-- RoPE theta 50,000 without YaRN, max_seq_len 8192: pretraining runs at 4k-8k tokens; YaRN (as in Kimi's
-  released checkpoints) belongs to the later long-context extension, not to pretraining.
-- No multi-token-prediction layers (DeepSeek-V3 has 1; each would add a full MoE layer, ~16B, to the
-  totals, which the announced figures do not include).
-
-small: a one-GPU proxy (~2B total, fits with AdamW state on one 96 GB GH200) with the SAME routing regime
-(384 experts, top-8, 1 shared, sigmoid + normalized weights, 2 dense first layers) and the same MLA code
-path (q-LoRA on), shrunk in width and depth (dim 768, 12 layers). Use it to debug the pipeline and to
-study routing/balancing and optimizer settings before the big run, not for scaling-law fits. At the
-262k vocabulary its per-token compute is mostly the embedding and output (0.40B of 0.48B active).
-
-tiny: ~0.8M parameters at the demo tokenizer's 4,000 pieces (dim 64, 3 layers: 1 dense + 2 MoE, 8
-experts top-2, 1 shared, MLA with q-LoRA): exercises every module type of europa-1t on a CPU in seconds.
-
-Vocabulary. Every flavor takes the run's tokenizer size (`vocab_size`); defaults: tiny 4,000 (the demo
-tokenizer), small and europa-1t 262,144. For tensor parallelism the vocabulary must divide by the TP
-degree (pad the tokenizer to a multiple of 128 for GPU efficiency).
-
-Normalization. RMSNorm eps 1e-5 (torchtitan's default) for the layer norms and the final norm, and 1e-6 for
-MLA's two latent norms (`q_norm`, `kv_norm`), DeepSeek-V3's own value: Hugging Face's `DeepseekV3Attention`
-builds those two with eps 1e-6 whatever config.json says, so only with this value does the exported model
-compute what we trained (logits within 1e-5 instead of ~5e-4 apart; europa_model/hf/config.py).
-
-Counting (`count_parameters`): the model is instantiated on the meta device and numel is summed.
-total counts every parameter once, input embedding and output projection included; buffers (RoPE cache,
-expert bias, token counters) are not parameters. active (per token) = total minus, in each MoE layer, the
-routed experts a token does not use: routed_params x (1 - top_k / n_experts); the shared expert, the
-router, attention, norms, dense layers, the embedding row lookup and the output projection all count as
-active. We also report active_non_embedding (active minus tok_embeddings and lm_head) and
-active_matmul (active minus tok_embeddings: the N of the usual 6 x N FLOPs-per-token estimate).
+torchtitan's DeepSeek-V3 model code with Kimi-K2's text tower as the starting point: EUROPA is text-only, so the
+plain DeepSeek-V3 model, its parallelize, pipelining and Hugging Face adapter serve unchanged. europa-1t keeps
+Kimi-K2's skeleton and pays for a 262k vocabulary with narrower experts and two dense layers, to meet the announced
+parameter counts; `small` is a one-GPU proxy with the same routing, `tiny` runs every module type on a CPU. Why
+each choice, and how `count_parameters` counts: docs/model.md.
 """
 
 from __future__ import annotations

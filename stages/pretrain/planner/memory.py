@@ -1,74 +1,8 @@
 """Per-GPU memory of a training layout: persistent state, FSDP buffers, activations, loss, optimizer step.
 
-An ESTIMATE from the model's shape and the configured layout (report.py says what it is good for). Model (all
-per GPU, for one micro-step of `local_batch_size x seq_len` tokens):
-
-Sharding, as torchtitan 0.3.0 lays it out (`ParallelDims`, `apply_fsdp`): the non-expert parameters are
-sharded over FSDP (`data_parallel_shard`) and TP; the routed experts are first spread over EP, then each EP
-rank's experts are sharded over `efsdp = data_parallel_shard x TP / EP`. Both end up as `1 / (dp_shard x TP)`
-of their group per GPU; `data_parallel_replicate` (HSDP) holds whole copies. Norms are counted as if TP-
-sharded too (they are 0.0001% of the parameters).
-
-Persistent state (bytes per local parameter):
-- parameters 4: torchtitan builds the model in fp32 and FSDP2 keeps the *sharded* parameters in fp32; with
-  `precision = "bfloat16"` they are all-gathered as bf16 copies for compute, so the fp32 shard IS the master
-  copy (no second one).
-- gradients 4: reduce-scattered in fp32 (torchtitan's `mixed_precision_reduce = "float32"`), sharded.
-- optimizer: AdamW 8 (two fp32 moments); DistMuon 4 (one fp32 momentum buffer) for the matrices, with AdamW
-  (8) for the embedding, lm_head and norms, as torchtitan's Kimi recipe (models/kimi_k2_7/config_registry.py,
-  after Moonlight) splits them.
-So AdamW costs 16 bytes per local parameter and DistMuon ~12 (12.03 for europa-1t).
-
-FSDP all-gather buffers (compute dtype: 2 bytes in bf16, 4 in fp32). FSDP units are torchtitan's: the
-embedding, each transformer block, and norm + lm_head together. A MoE block's unsharded size is its
-attention, shared expert and router over TP plus its routed experts over EP (an EP rank holds E/EP whole
-experts while the block runs). In the peak phases two block units are unsharded (the running one and the
-explicitly prefetched one; torchtitan sets explicit prefetch whenever EP > 1) with the running block's
-gradients in bf16 and two fp32 reduce-scatter inputs in flight (the running and the previous block: FSDP2
-keeps the previous one alive until the next reduce-scatter).
-
-unshard_async_op. Without it, FSDP2 allocates each all-gather's flat output buffer on its all-gather copy-in
-stream; the CUDA caching allocator keeps a pool per stream, so that pool's high-water mark (the two largest
-consecutive units: embedding + first block, or last block + lm_head) stays reserved and never serves
-activations. With it (pytorch#135523) the all-gather runs with `async_op=True` from the compute stream and
-the buffers come from the compute pool; only the one flat buffer in flight counts. This derives the part of
-the saving that follows from buffer sizes; EUROPA measured ~14 GiB freed per GPU, the rest being
-cross-stream fragmentation, which this planner does NOT model: the figure without unshard_async_op is a
-lower bound.
-
-Activations, bytes per token per layer, counted tensor by tensor from the flavor's dimensions
-(`_layer_tensors`: MLA attention with q-LoRA, SwiGLU dense FFN, MoE with shared expert, sigmoid router,
-routed SwiGLU experts with top-k token copies; EP all-to-all outputs when EP > 1) in the compute dtype. What
-stays saved for backward depends on the AC policy:
-- none: every tensor autograd keeps;
-- selective: torchtitan's op-level SAC: layer input, attention output, top-k, all-to-all outputs and every
-  second linear output; norms, activations, RoPE and the routed grouped GEMMs are recomputed;
-- full: only each layer's input; the layer is recomputed in backward;
-- offload: the graph_trainer's `sac_and_offload`: default SAC (every linear output saved) whose saved tensors
-  move to the host (the GPU's own Grace, over NVLink-C2C) largest first until `offload_budget_gb` (GiB per
-  rank, as torchtitan counts it) is used; the layers in flight (`offload_prefetch_layers` reloaded ahead in
-  backward, one deferred in forward, the running one) stay on the GPU, and whatever exceeds the budget too.
-Plus the working set of the layer under backward (its full activations, recomputed or saved, with their
-gradients in flight: one MoE layer's "none" set). Activations are divided by TP (sequence parallel);
-routing is assumed balanced (the aux-loss-free bias keeps it near), so EP receive buffers are top_k tokens
-per token.
-
-Loss: torchtitan's ChunkedLossWrapper as the pretrain stage configures it (8 chunks): one chunk's logits at
-14 bytes per logit (bf16 logits, fp32 copy and log-probs, fp32 gradients) plus the lm_head unsharded in bf16
-with its bf16 gradient and fp32 reduce-scatter input, and the fp32 hidden-state gradient of the whole
-micro-step.
-
-Optimizer step (after backward, no activations): AdamW's foreach temporaries (~one fp32 copy of the local
-shard); DistMuon's FlexShard redistribution of one bucket (two MoE blocks' matrices, fp32 in and out, the
-Kimi recipe's bucketing) plus Newton-Schulz on the largest whole matrix a rank owns (~12 bytes per element:
-fp32 gathered update and result, bf16 iterates), plus AdamW temporaries for its non-matrix share.
-
-Peak = the largest of three phases (loss at the end of forward; backward through the blocks; optimizer
-step) + a runtime reserve (CUDA context, cuBLAS workspaces, NCCL communicator buffers: 4 GiB). Verdict
-against 96 GiB of HBM per GH200 (NVIDIA's "96 GB" are binary, as an "80 GB" H100 reports 79.6 GiB): fits
-when the peak leaves >= 10% of HBM free (allocator fragmentation is not modelled), tight when under 10% is
-left, does not fit when over HBM. Host memory per GPU: 120 GB LPDDR5X per Grace on JUPITER compute nodes,
-one Grace per GPU, minus 16 GiB for the OS, psslurm, the rank's Python and data loader.
+An ESTIMATE from the model's shape and the configured layout (report.py says what it is good for): the peak of
+three phases as torchtitan 0.3.0 shards, gathers and checkpoints, plus a runtime reserve, against the GPU's HBM
+with a margin for what is not modelled (allocator fragmentation). The model term by term, and why: docs/model.md.
 """
 
 from __future__ import annotations
@@ -76,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from stages.pretrain.hardware import GIB, JUPITER_BOOSTER, Hardware
+from stages.cluster.machine import GIB, JUPITER_BOOSTER, Hardware
 from stages.pretrain.planner.shape import ModelShape
 
 if TYPE_CHECKING:
