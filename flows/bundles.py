@@ -1,12 +1,11 @@
 """Short units travel together: which units of a step the next Prefect task runs, from how long the step's
 units took so far.
 
-Why: a Prefect task run costs ~0.1-0.13 s of CPU besides its unit, whatever the unit (measured with py-spy on
-120 task runs of a 3 MB ingest on a local Dask cluster: ~76 ms on the worker, where the task engine hydrates its
-context and builds settings and API clients with TLS contexts; ~28 ms in `europa` to serialize the context for
-each submit; the server's recording of the run). A deduplication step of 24 units of 0.1-0.5 s spent a quarter of
-its time on it, on the same cores as the units. Units of minutes (the documents step at scale) are not worth
-bundling, and bundling them would spoil the balance at the end of the step: a worker alone on a large bundle.
+Why: a Prefect task run costs a fixed share of a second of CPU besides its unit, whatever the unit (the task
+engine hydrates its context and builds settings and API clients on the worker, `europa` serializes the context
+for each submit, the server records the run; profiled in docs/benchmarks.md), which a step of many sub-second
+units pays on the same cores as the units. Units of minutes (the documents step at scale) are not worth bundling,
+and bundling them would spoil the balance at the end of the step: a worker alone on a large bundle.
 
 How: the first units of a step go alone (nothing is known yet; they are the largest, as the executor orders
 them). Then each bundle takes units, in order, while their expected time (the stage's `unit_cost` times the
@@ -23,7 +22,7 @@ from typing import Callable
 
 from pipeline.stage import Unit
 
-TARGET_S = 2.0  # a bundle's expected time: the ~0.1 s a task run costs is then ~5% of it
+TARGET_S = 2.0  # a bundle's expected time: long enough that a task run's fixed cost is a small share of it
 MAX_UNITS = 64  # units per bundle at most: progress and a lost worker's rerun stay fine-grained
 TAIL_SHARE = 2  # a bundle takes at most 1 / (TAIL_SHARE x workers) of the step's remaining cost ...
 MIN_S = 0.5  # ... unless that is less than this expected time: a worker waiting that long at the end costs less

@@ -3,11 +3,11 @@ dask-jobqueue on Slurm) or a local one of `max_workers` single-threaded processe
 
 A local cluster is started before the flow when `europa` can (run_stages: `started_early`), while Prefect's
 temporary server starts (flows/temporary_server.py), and each worker imports the stages' code meanwhile. Both
-would otherwise be serial: measured on this 2-core VM, the server takes 8-13 s to answer, the cluster ~2 s to
-start and a worker ~3 s to import Prefect's task engine and a stage before its first unit, which a run with one
-worker pays as much as a run with two. pipeline_flow takes the early cluster over (`dask_scheduler`); after the
-data stages it closes it on a thread of its own (`close_meanwhile`), which `started_early` joins when the run
-ends, so no worker process outlives the run and the flow's end need not wait for the nannies' ~2.6 s stop.
+would otherwise be serial: the server's start, the cluster's, and each worker's import of Prefect's task engine
+and a stage before its first unit, seconds that a run with one worker pays as much as a run with two.
+pipeline_flow takes the early cluster over (`dask_scheduler`); after the data stages it closes it on a thread of
+its own (`close_meanwhile`), which `started_early` joins when the run ends, so no worker process outlives the run
+and the flow's end need not wait for the nannies to stop.
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ def configured_api_url() -> str | None:
 
 def responds(api_url: str, timeout: float = 5.0) -> bool:
     """Whether the server's health endpoint answers 200. The standard library's client, not httpx: it is polled
-    every 0.1 s while a server starts, and each `httpx.get` builds a TLS context (the CA bundle parsed again,
-    ~65 ms of CPU on the 2-core VM) even for http://: ~3 CPU s per start, taken from the starting server."""
+    every 0.1 s while a server starts, and each `httpx.get` builds a TLS context (the CA bundle parsed again)
+    even for http://, CPU taken from the starting server."""
     import urllib.error
     import urllib.request
 

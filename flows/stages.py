@@ -167,10 +167,9 @@ def run_stages(run_dir: RunDir, config: PipelineConfig, stages: list[str], force
     Without PREFECT_API_URL the run starts Prefect's temporary server (flows/temporary_server.py) and makes its
     URL the run's API URL, so that the processes the flow starts report to it too. Why the URL: a
     ProcessPoolTaskRunner worker receives the parent's settings, which name no API when the server is the
-    temporary one, so each worker process started a temporary server of its own (a uvicorn each, all writing the
-    one SQLite database under PREFECT_HOME): measured on a 3 MB ingest with 2 workers, 43 CPU s in all with
-    three servers, 31 CPU s with one, on a 2-core machine where that CPU is taken from the workers. A local Dask
-    cluster starts while the server does (flows/dask_cluster.py)."""
+    temporary one, so each worker process would start a temporary server of its own (a uvicorn each, all writing
+    the one SQLite database under PREFECT_HOME), on CPU taken from the workers. A local Dask cluster starts while
+    the server does (flows/dask_cluster.py)."""
     from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
 
     key = str(run_dir.path)

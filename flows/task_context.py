@@ -1,12 +1,12 @@
 """What each Prefect task run carries to its worker, made cheap: the flow's settings, and an API client.
 
 Prefect rebuilds both for every task run that leaves `europa`'s process (a process-pool or Dask worker), a fixed
-cost per task run that a 2 GB ingest's 66 task runs paid ~8 CPU s for on this 2-core VM (~2% of the run):
-- the flow's settings are turned into a dict for every submit (SettingsContext.serialize, ~26 ms in `europa`)
-  and built again from it on the worker (pydantic-settings reads the environment, the profiles and the TOML
-  files again: ~42 ms, twice per task run in a process pool);
+cost per task run (measured: docs/benchmarks.md):
+- the flow's settings are turned into a dict for every submit (SettingsContext.serialize, in `europa`) and built
+  again from it on the worker (pydantic-settings reads the environment, the profiles and the TOML files again,
+  twice per task run in a process pool);
 - every task run opens two API clients (one to hydrate its context, one in the task engine), each loading
-  certifi's CA bundle into a TLS context even for http:// (~25 ms apiece) and a connection of its own.
+  certifi's CA bundle into a TLS context even for http:// and a connection of its own.
 `settings_by_value` sends the settings object itself (pickled, as the rest of the task's context is), which the
 worker takes as it is; `keep_api_client` gives a worker one client for its life, which both reuse (Prefect's
 documented reuse of an entered SyncClientContext): the pool's initializer, and `dask_setup` for Dask workers

@@ -3,8 +3,8 @@
 Prefect starts the same server itself (prefect.server.api.server.SubprocessASGIServer) the first time a client
 needs an API, and waits for it there. Starting it here instead gains two things on a small machine:
 - the run's other start-up work (the local Dask cluster and its workers' imports, flows/dask_cluster.py) runs
-  while the server starts: measured on this 2-core VM, the server takes 8-13 s to answer, ~8 CPU s of imports;
-- `europa` never imports Prefect's server package (3.7 s of its own start-up), which SubprocessASGIServer lives in.
+  while the server starts, which takes seconds, most of them imports;
+- `europa` never imports Prefect's server package (seconds of its own start-up), which SubprocessASGIServer lives in.
 The command line is Prefect's own (SubprocessASGIServer._run_uvicorn_command, Prefect 3.9): uvicorn with Prefect's
 app factory, no UI, the ephemeral-server switches, and this process's Prefect settings in its environment.
 """

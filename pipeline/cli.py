@@ -13,9 +13,8 @@ import json
 import os
 import sys
 
-# Arrow's buffers from jemalloc, not pyarrow's default mimalloc: measured on one 90 MB ingest unit per step, each
-# in a fresh process, mimalloc kept 26 MB more resident from the start and 60 MB more at the peak (the filter
-# step: 301 vs 235-241 MB) at the same CPU, and the peak per worker is what sizes a Dask worker. Arrow reads this
+# Arrow's buffers from jemalloc, not pyarrow's default mimalloc, which keeps more resident at the same CPU
+# (docs/benchmarks.md), and the peak per worker is what sizes a Dask worker. Arrow reads this
 # once, when pyarrow is first imported, so it is set before any import below; the worker processes a run starts
 # inherit it (Dask workers started elsewhere get it from flows.DASK_WORKER_ENV). A value already set wins.
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")

@@ -65,7 +65,7 @@ Residual differences (found by `check_equivalence`; the export warns where a mod
   (2) Exact ties between orderings of the same pieces (e.g. 4 spaces = ▁▁▁+▁ or ▁+▁▁▁): SentencePiece
   adds scores in float32, so rounding picks the winner; tokenizers adds in float64, gets an exact tie
   and keeps the first. This cannot be expressed in tokenizer.json; random strings with whitespace runs
-  differ in ~0.2%, natural-language paragraphs in none found. BPE (the default) has no such case.
+  sometimes differ, natural-language paragraphs in none found. BPE (the default) has no such case.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ statistics over them: its peak grows linearly with the characters it loads (plus
 so a 262k vocabulary on a 20-billion-character sample needs hundreds of GB. The figures below are measured by
 bench/tokenizer_bench.py (peak RSS of a training process against the sample size, at 32k and 262k pieces, on
 text whose distinct words keep growing with its size, as web text's do; a linear fit through those points
-over-estimates the larger samples, whose new words grow slower). docs/scaling.md gives the measured table.
+over-estimates the larger samples, whose new words grow slower). docs/benchmarks.md gives the measured points.
 
 `estimate_peak_bytes` is what the stage checks a configuration against before it reads any text;
 `affordable_chars` turns the budget into SentencePiece's `input_sentence_size` bound.
@@ -28,9 +28,8 @@ class MemoryModel:
         return self.base_bytes + self.bytes_per_char * chars + self.bytes_per_piece * vocab_size
 
 
-# From bench/tokenizer_bench.py (2 training threads; docs/scaling.md has the table). BPE: fits of 212-279 MB +
-# 9.7-10.8 B/char over 4M-64M characters, 19 B/char between the two smallest samples, up to 589 B per piece
-# (262k vs 32k); unigram (--memory-unigram): 145 MB + 19.3 B/char. Rounded up so every measured point is covered.
+# Fits to bench/tokenizer_bench.py's points (2 training threads; docs/benchmarks.md has them and the fits), rounded
+# up so every measured point is covered.
 MODELS: dict[str, MemoryModel] = {
     "bpe": MemoryModel(base_bytes=200e6, bytes_per_char=16.0, bytes_per_piece=600.0),
     "unigram": MemoryModel(base_bytes=200e6, bytes_per_char=24.0, bytes_per_piece=600.0),
