@@ -140,7 +140,7 @@ def _malloc_trim() -> Callable[[int], int] | None:
 def give_back_freed_memory() -> None:
     """Return the C heap's free pages to the kernel between units (glibc's `malloc_trim(0)`): what a unit frees
     stays in the heap, fragmented between the few blocks still in use, so a worker that runs many units would
-    otherwise creep up in resident memory unit after unit (docs/scaling.md). Nothing where there is no
+    otherwise creep up in resident memory unit after unit (docs/benchmarks.md). Nothing where there is no
     malloc_trim."""
     trim = _malloc_trim()
     if trim is not None:

@@ -16,7 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from pipeline.errors import EuropaError
 
@@ -109,11 +109,14 @@ def is_locked(lock_path: Path) -> bool:
 
 # --- checksums -----------------------------------------------------------------------------------------------
 
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+def sha256_file(path: Path | str, chunk: int = 1 << 20, on_read: Callable[[int], None] | None = None) -> str:
+    """`on_read(bytes)` after each block: a long check can show its progress."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(chunk):
             h.update(block)
+            if on_read is not None:
+                on_read(len(block))
     return h.hexdigest()
 
 

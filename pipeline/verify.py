@@ -12,7 +12,6 @@ It reads only: it takes no lock, so it can check a run that a training job holds
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import threading
@@ -21,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
+from pipeline.fsutil import sha256_file
 from pipeline.manifest import OutputFile
 from pipeline.rundir import RunDir
 
@@ -104,21 +104,12 @@ class _Counter:
         self.progress(self.stage, done, self.total)
 
 
-def _sha256(path: str, counter: _Counter) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(CHUNK):
-            h.update(block)
-            counter.add(len(block))
-    return h.hexdigest()
-
-
 def _hash_all(paths: list[str], counter: _Counter) -> list[str]:
     """sha256 of each file on a few threads (hashlib and reads release the GIL); a file that vanished or became
     unreadable since it was stat'ed reports as such instead of aborting the whole check."""
     def one(path: str) -> str:
         try:
-            return _sha256(path, counter)
+            return sha256_file(path, CHUNK, on_read=counter.add)
         except OSError as e:
             return f"{UNREADABLE} ({e.strerror or e})"
 
