@@ -57,5 +57,5 @@ def keep_api_client() -> None:
 def dask_setup(worker: Any) -> None:
     """Dask's preload hook, run in the worker process as it starts, before it registers with the scheduler: the
     tasks it then runs start from a copy of this context (distributed's run_in_executor_with_context), so the
-    client entered here is theirs (tests/test_flows.py checks that it is)."""
+    client entered here is theirs (tests/flows/test_flows.py checks that it is)."""
     keep_api_client()

