@@ -1,17 +1,14 @@
 /* The hashing behind the dedup keys of a batch of documents, in one pass over their characters each.
 
 Why C: `minhash._word_hashes_reference` lower-cases each document, splits it with the regex `\w+` and takes
-zlib.crc32 of each word's UTF-8 bytes; on ~1 KB documents that is ~80% of the signature's cost in Python,
-~25 MB/s per core. Here: str.lower() (CPython's own, full case mapping), then one pass over the code points,
-encoding each word to UTF-8 and updating its CRC-32 on the fly, ~10x faster. `signatures` goes on to the word
-n-grams and the MinHash permutations (`minhash._signatures_reference`, numpy over the batch) without
-leaving C: one document's shingles at a time against the permutation constants, ~2.4x faster than numpy's
-reduceat over a slice of shingles x permutations (whole signatures, word hashing included). `canonical_texts` is `minhash.exact_key`'s canonical form
-(" ".join(text.lower().split()) encoded as UTF-8), which in Python builds a str per word. `dedup_keys` does
-both for the documents step in one pass per text that lower-cases each code point through a table filled by
-str.lower() itself, without building the lower-cased str (texts the table cannot answer, see keys_through_tables,
-take str.lower() as a whole): ~1.6x faster than lower-casing first and scanning twice (in one process, old and
-new alternating on the synthetic corpus: 122 -> 78 ms per 7.5 MB).
+zlib.crc32 of each word's UTF-8 bytes, most of the signature's cost in Python. Here: str.lower() (CPython's
+own, full case mapping), then one pass over the code points, encoding each word to UTF-8 and updating its CRC-32
+on the fly. `signatures` goes on to the word n-grams and the MinHash permutations
+(`minhash._signatures_reference`) without leaving C, one document's shingles at a time against the permutation
+constants. `canonical_texts` is `minhash.exact_key`'s canonical form (" ".join(text.lower().split()) encoded as
+UTF-8), which in Python builds a str per word. `dedup_keys` does both for the documents step in one pass per
+text that lower-cases each code point through a table filled by str.lower() itself, without building the
+lower-cased str (texts the table cannot answer, see keys_through_tables, take str.lower() as a whole).
 
 Exactness: the Python functions are the definitions; tests compare both on the UDHR in its 500+ languages and on
 edge cases. CPython's `re` defines `\w` for str patterns as Py_UNICODE_ISALNUM or '_' (is_word below), and
@@ -416,8 +413,8 @@ static PyObject *keys_of(PyObject *text, Buffer *words, char **scratch, Py_ssize
 }
 
 /* dedup_keys(texts, word_mult, a, b, out) -> list[bytes]: what signatures() and canonical_texts() give, in one
-   pass over each text that lower-cases it on the way (keys_through_tables): str.lower(), the word scan and the
-   canonical text were ~65% of the two apart. */
+   pass over each text that lower-cases it on the way (keys_through_tables), instead of a lower-cased copy
+   scanned twice. */
 static PyObject *dedup_keys(PyObject *self, PyObject *args) {
     PyObject *texts;
     Py_buffer mult_buf, a_buf, b_buf, out_buf;

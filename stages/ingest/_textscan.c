@@ -4,10 +4,9 @@ Why C: normalisation asks of every document whether it holds a control character
 point that Unicode normalisation may change, or whitespace at a line's end (`settled`); PII redaction where its
 first digit is, whether a digit follows an IBAN country code, and whether an IPv6 address (":"), an IPv4 address
 (three dots between digits) or a phone number ("+", a "0" that starts a number) can be in it. Nearly every
-document has none of them (or its digits late), so Python reads each text to the end for each question (`re` at
-~200 MB/s; the normalisation also a split and a join): ~40 s of scans per 2 GB, ~10% of an ingest worker's CPU.
-A table look-up per code point here answers each group in one pass, ~3-5x faster (measured in one process
-against the Python, docs/scaling.md). The quality filters' line counts (`line_stats`: lines that start with a
+document has none of them (or its digits late), so Python reads each text to the end for each question (the
+normalisation also a split and a join). A table look-up per code point here answers each group in one pass.
+The quality filters' line counts (`line_stats`: lines that start with a
 bullet or end with an ellipsis, whether two lines are equal) replace a split, a strip per line and a set.
 
 Exactness: the regexes are the definitions (`normalize._SUSPECT`, and in pii `_DIGIT`, `_IBAN_HINT`,
@@ -91,8 +90,8 @@ static PyObject *suspect(PyObject *self, PyObject *const *args, Py_ssize_t nargs
    a code point that normalising to that form leaves alone wherever it stands (see there); MARKER where the
    suspect table has CONTROL, LEAD, A_CIRC or I_DIAER (where a _SUSPECT match can start); NEWLINE for "\n". The
    loop below reads one table for nearly every code point and looks closer only at those with MARKER, NEWLINE or
-   without the form's bit: whitespace at a line's end is found from the "\n" after it (the branch per space
-   character cost ~3x the scan). */
+   without the form's bit: whitespace at a line's end is found from the "\n" after it (a branch per space
+   character would cost more than the scan). */
 enum { SPACE = 1, NFC = 2, NFKC = 4, MARKER = 8, NEWLINE = 16 };
 
 SPECIALISED int settled_in(int kind, const void *data, Py_ssize_t n, const unsigned char *cls,

@@ -1,6 +1,6 @@
 /* A scan of a str written once for any of its storage kinds (1, 2 or 4 bytes per code point) and inlined with a
-   constant kind per call site: the compiler then drops PyUnicode_READ's switch from the loop, ~3x faster than
-   reading with a run-time kind. Shared by the ingest C extensions (_textscan.c, _dedupkeys.c).
+   constant kind per call site: the compiler then drops PyUnicode_READ's switch from the loop, which reading
+   with a run-time kind cannot. Shared by the ingest C extensions (_textscan.c, _dedupkeys.c).
 
    SPECIALISED int scan(int kind, const void *data, Py_ssize_t n, ...) { ... PyUnicode_READ(kind, data, i) ... }
    int r = DISPATCH(scan, PyUnicode_KIND(text), PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text), ...); */

@@ -1,9 +1,9 @@
 /* Word statistics of one document in a single pass over its characters: what the quality filters need.
 
 Why C: counting words, their lengths and how often each occurs is the part of the ingest chain that runs per
-word; in Python it costs ~80 us per ~1 KB document (str.split, one str method call per token, a Counter),
-about as much as language identification. Here it is one pass over the characters with a small hash table,
-~11 us (bench/ingest_bench.py), releasing the GIL on long texts.
+word; in Python (str.split, one str method call per token, a Counter) it costs about as much as language
+identification. Here it is one pass over the characters with a small hash table (bench/ingest_bench.py),
+releasing the GIL on long texts.
 
 Exactness: `wordstats.word_stats_reference` in Python is the definition; tests compare the two on the UDHR in its
 500+ languages and on crafted edge cases. A word is a match of the regex `\w+(?:['’\-]\w+)*`: CPython's `re`

@@ -1,23 +1,14 @@
 """Exact and near-duplicate detection: MinHash signatures over word n-grams + LSH banding, in numpy.
 
-Why: the web repeats itself (mirrors, syndicated news, templated pages with small edits). Duplicates waste
-compute and raise memorisation; FineWeb-2 deduplicates each language with MinHash (word 5-grams, 14x8
-bands) and measured clear gains. Exact duplicates are caught by a hash of the normalised text; near
-duplicates by MinHash: the fraction of equal signature entries estimates the Jaccard similarity of the two
-documents' n-gram sets, and LSH banding finds the pairs worth comparing without comparing all pairs.
-
-Why self-made: datasketch runs ~0.45 MB/s per core here and Python-level shingling is the bottleneck in
-every pure-Python implementation. Here everything after the word split is vectorised over the whole batch:
-1. words: lowercase + one regex; each word hashed with zlib.crc32 of its UTF-8 bytes (deterministic across
-   processes and machines, unlike the salted built-in `hash()`);
-2. n-gram hash: sum_i crc(word_i) * C_i mod 2^64, top 32 bits (vector multiply-shift hashing; C_i random odd);
-3. permutation k: ((a_k * x + b_k) mod 2^64) >> 32, a multiply-add-shift universal hash family, 64-bit
-   arithmetic that numpy does natively; the minimum per document is taken before the shift (the shift is
-   monotonic) with `np.minimum.reduceat`.
-All constants come from `numpy.random.default_rng(seed)`, so signatures are reproducible bit for bit.
-`_dedupkeys.c` computes the same signatures (and the exact keys' canonical text) in C, ~2.5x faster than numpy
-here; the Python functions `_signatures_reference` and `exact_key` are the definitions it is tested against,
-and what runs where no C compiler built it.
+Why: the web repeats itself (mirrors, syndicated news, templated pages with small edits); duplicates waste
+compute and raise memorisation. Exact duplicates are caught by a hash of the normalised text; near duplicates by
+MinHash: the fraction of equal signature entries estimates the Jaccard similarity of two documents' n-gram
+sets, and LSH banding finds the pairs worth comparing without comparing all pairs. Self-made because
+Python-level shingling is the bottleneck of every pure-Python implementation: here everything after the word
+split is vectorised over the batch (crc32 word hashes, multiply-shift n-gram hashes, multiply-add-shift
+permutations), with constants from `numpy.random.default_rng(seed)`, so signatures are reproducible bit for bit.
+`_dedupkeys.c` computes the same in C; `_signatures_reference` and `exact_key` are the definitions it is
+tested against, and what runs where no C compiler built it.
 
 A document with fewer words than `ngram` is one shingle (all its words); an empty document gets the
 sentinel signature (all 0xFFFFFFFF) that `find_duplicates` never matches.
@@ -38,7 +29,7 @@ SENTINEL = np.uint32(0xFFFFFFFF)
 """Signature value of empty documents (every entry)."""
 
 _WORD = re.compile(r"\w+")
-_CHUNK_ELEMENTS = 1 << 19  # shingles x permutations per vectorised step (4 MiB of uint64: as fast as 16, less memory)
+_CHUNK_ELEMENTS = 1 << 19  # shingles x permutations per vectorised step (4 MiB of uint64; larger only costs memory)
 
 
 class DedupConfig(BaseModel):
@@ -98,7 +89,7 @@ def exact_keys(texts: Sequence[str]) -> list[str]:
 
 def _word_hashes_reference(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """The definition: (zlib.crc32 of the UTF-8 bytes of every `\\w+` word of each `text.lower()`, as uint64, all
-    documents in order; words per document). `_dedupkeys.c` computes the same ~10x faster (tests compare)."""
+    documents in order; words per document). `_dedupkeys.c` computes the same in one pass (tests compare)."""
     words_per_doc = [_WORD.findall(text.lower()) for text in texts]
     n_words = np.fromiter(map(len, words_per_doc), dtype=np.int64, count=len(texts))
     # Hash all words at once: one encode of the joined words, split back into bytes (C loops only).
@@ -154,7 +145,7 @@ def minhash_signatures(texts: Sequence[str], cfg: DedupConfig) -> np.ndarray:
 
 def dedup_keys(texts: Sequence[str], cfg: DedupConfig) -> tuple[list[str], np.ndarray]:
     """(`exact_keys(texts)`, `minhash_signatures(texts, cfg)`): what a kept document carries into the dedup steps.
-    In C each text is lower-cased once for both (~20% of their cost)."""
+    In C each text is lower-cased once for both."""
     if _dedupkeys is None:
         return exact_keys(texts), minhash_signatures(texts, cfg)
     word_mult, a, b = _constants(cfg.ngram, cfg.num_perm, cfg.seed)
@@ -173,11 +164,10 @@ def _signatures_reference(texts: Sequence[str], cfg: DedupConfig) -> np.ndarray:
     ends = np.cumsum(n_shingles[docs])
     starts = ends - n_shingles[docs]
     minima = np.full((len(docs), cfg.num_perm), np.iinfo(np.uint64).max, dtype=np.uint64)
-    # Permutations x shingles, a slice of shingles at a time so the matrix stays ~4 MiB whatever the
-    # document sizes. Each permutation is a contiguous row: reduceat along rows is ~15x faster than down
-    # columns. A document cut by a slice boundary gets the minimum of both parts.
-    # The slice's matrix is one buffer reused: a fresh 4 MiB array per slice is an mmap and 1,024 page faults
-    # wherever glibc's mmap threshold is fixed (Dask workers set MALLOC_TRIM_THRESHOLD_), ~25% more CPU in all.
+    # Permutations x shingles, a slice of shingles at a time so the matrix stays bounded whatever the document
+    # sizes; each permutation is a contiguous row, so reduceat runs along rows. A document cut by a slice
+    # boundary gets the minimum of both parts. One buffer is reused: a fresh array per slice is an mmap and its
+    # page faults wherever glibc's mmap threshold is fixed (Dask workers set MALLOC_TRIM_THRESHOLD_).
     step = max(1, _CHUNK_ELEMENTS // cfg.num_perm)
     a, b = a[:, None], b[:, None]
     buffer = np.empty((cfg.num_perm, min(step, len(shingles))), dtype=np.uint64)

@@ -3,7 +3,7 @@
 Why each step exists:
 - Mojibake repair: web text that was UTF-8 but got decoded as cp1252/Latin-1 ("BrÃ¼cke", "â€œ") turns every
   accented letter into two junk characters. The model would learn the junk, language ID mis-scores it and
-  dedup treats "Brücke" and "BrÃ¼cke" as different. ftfy repairs it well but costs ~0.7 ms per KB, so it only
+  dedup treats "Brücke" and "BrÃ¼cke" as different. ftfy repairs it well but is slow, so it only
   runs when a cheap regex has seen the byte pattern that mojibake leaves behind (see `_MOJIBAKE`), and its
   result is kept only when it actually changed something.
 - Control characters: NUL, escape sequences, C1 controls, stray BOMs and lone surrogates carry no text, break
@@ -51,7 +51,7 @@ _CONTROL = re.compile(f"[{_CONTROL_CHARS}]")
 # clean text, nearly all of it, is scanned once instead of twice. Written with a single character class first
 # (the lookbehinds tell the alternatives apart) because Python's regex engine only skips quickly through
 # text to the characters a pattern can start with when the pattern starts with one class or literal;
-# `_MOJIBAKE` itself starts with an alternation and is tried at every position (~3x slower).
+# `_MOJIBAKE` itself starts with an alternation and is tried at every position.
 _SUSPECT = re.compile(
     f"[{_CONTROL_CHARS}{_LEAD}âï]"
     f"(?:(?<=[{_CONTROL_CHARS}])|(?<=[{_LEAD}])[{_CONT}]|(?<=â)[{_PUNCT}][{_CONT}]|(?<=ï)»¿)"
@@ -101,7 +101,7 @@ _FORM_BITS = {"NFC": 2, "NFKC": 4}
 try:
     from ._textscan import settled as _settled_compiled
     from ._textscan import suspect as _suspect_compiled
-except ImportError:  # built without a C compiler: the regex, same answers, ~5x slower
+except ImportError:  # built without a C compiler: the regex, same answers, slower
     _suspect_compiled = _settled_compiled = None
 else:
     _SUSPECT_CLASSES = _suspect_classes()

@@ -5,21 +5,10 @@ the GDPR / EU AI Act documentation asks what was done about it. Names need NER (
 are out of scope here; these four kinds are found by regular expressions plus validation.
 
 Why the validation: a false positive damages real text (years, dates, prices, version numbers, ISBNs), so
-every pattern is narrow and then checked:
-- IPv4: four octets 0-255 without leading zeros, not part of a longer dotted number ("1.2.3.4.5").
-- IPv6: candidates must be 8 groups or contain "::" (so times "12:30:45" and MAC addresses never qualify),
-  parse with `ipaddress` and have >= 3 non-empty groups with a digit ("dead::beef", "a::b" stay).
-- IBAN: EU/EEA/CH/GB country code, the country's exact length and the ISO 13616 mod-97 checksum.
-- Phone numbers: international ("+49 30 1234567", "+353 (0)1 234 5678", "0049 30 1234567") with 8-15
-  digits, or national with a trunk 0 ("030 1234567", "01 23 45 67 89", "(01) 234 5678") with 9-12 digits,
-  at least one separator, one kind of separator, and not starting like a date ("01.05.2024 10"). Numbers
-  without a leading + / 0 are never touched: in most EU languages a space or dot is the thousands separator,
-  so "912 345 678" may be a quantity. That misses national numbers without a trunk prefix (es, dk, gr, pt,
-  ...); their international form is caught.
-
-Fast paths skip every regex a document cannot match ("@" for e-mail, a digit for the rest, a country code
-followed by a digit for IBANs, "::" or seven ":" for IPv6, three dots between digits for IPv4, "+" or a "0" that
-starts a number for phone numbers); `pii_hints` takes all but the first in one scan.
+every pattern is narrow and then checked (IP addresses parsed, IBANs by length and mod-97 checksum, phone
+numbers only with a leading + or trunk 0 and one kind of separator: in most EU languages a space or dot is the
+thousands separator, so "912 345 678" may be a quantity). Fast paths skip every regex a document cannot match;
+`pii_hints` takes most of them in one scan.
 """
 
 from __future__ import annotations
@@ -58,7 +47,7 @@ class PiiConfig(BaseModel):
 
 
 # Performance note: Python's `re` scans fast only when a pattern starts with a character (class); a leading
-# look-behind makes it try every position (~5x slower). So the patterns below consume their first character
+# look-behind makes it try every position. So the patterns below consume their first character
 # and then look behind it, e.g. `0(?<![\w.]0)` = "a 0 that does not continue a word or number".
 
 _DIGIT = re.compile(r"\d")
@@ -125,7 +114,7 @@ def _hint_classes() -> bytes:
 
 try:
     from ._textscan import pii_hints as _pii_hints_compiled
-except ImportError:  # built without a C compiler: the regexes, same answers, ~2.5x slower redaction
+except ImportError:  # built without a C compiler: the regexes, same answers, slower redaction
     _pii_hints_compiled = None
 else:
     _COUNTRY_PAIRS, _HINT_CLASSES = _country_pairs(), _hint_classes()

@@ -39,8 +39,7 @@ UNIT_KEPT_SCHEMA = pa.schema(DOCUMENT_FIELDS + [pa.field("exact_key", pa.string(
 
 # Columns with few distinct values in a file (a language, a source, an input file, a domain, a reason), which
 # Parquet's dictionary encoding shrinks. The others (ids, text, URLs, keys, signatures, counts) are nearly all
-# distinct: a dictionary there costs CPU until the writer gives up on it at 1 MB. Measured on 300 MB of kept rows,
-# zstd, one core: 1.16 instead of 1.47 CPU s to write, 0.46 instead of 0.50 to read, the file 1% smaller.
+# distinct: a dictionary there costs CPU until the writer gives up on it at 1 MB, and saves nothing.
 DICTIONARY_COLUMNS = frozenset({"lang", "lang_detected", "source", "licence", "collected", "input", "domain", "reason"})
 
 
@@ -50,11 +49,11 @@ def parquet_options(schema: pa.Schema) -> dict:
 
 
 def to_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
-    """Rows (dicts; missing keys are nulls) as a table, built column by column (~9x faster than from_pylist).
+    """Rows (dicts; missing keys are nulls) as a table, built column by column (much faster than from_pylist).
 
     Why itemgetter: rows that have every key (the documents step's kept rows) are read with one C call per row
-    and transposed by zip, instead of a Python-level dict.get per row and column: measured on 64k kept rows,
-    3.1 s instead of 6.6 s per 1.43 M rows, ~1% of a worker's CPU. Rows with a key missing take the dict.get path."""
+    and transposed by zip, instead of a Python-level dict.get per row and column. Rows with a key missing take
+    the dict.get path."""
     names = schema.names
     columns: list = []
     if rows and len(names) > 1:

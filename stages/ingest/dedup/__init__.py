@@ -1,11 +1,11 @@
 """Deduplication of one language as four waves of units, with bounded memory per unit.
 
-Why: deduplicating a whole language in one process (signatures and an LSH index in memory, reference.py) needs
-terabytes for German at FineWeb-2 scale. These steps are pure functions of files on disk, each writing one
-folder atomically (`atomic.run_once`, or `atomic=False` inside a folder the stage's executor publishes), so a
-task runner can run each wave's units anywhere, in any order, kill and rerun them, and get byte-identical
-outputs. The decisions are those of the single-process dedup (exact first, first occurrence kept; then its
-greedy MinHash LSH rule among the survivors).
+Why: deduplicating a whole language in one process (signatures and an LSH index in memory) does not fit a
+machine at web scale. Each step is a pure function of files on disk that writes into the folder it is given
+(the executor publishes unit folders atomically), so a task runner can run each wave's units anywhere, in any
+order, kill and rerun them, and get byte-identical outputs. The decisions are those of the single-process
+dedup (exact first, first occurrence kept; then the greedy MinHash LSH rule among the survivors;
+tests/ingest/dedup_reference.py, tested equal).
 
     wave  function                            one unit =          reads                        writes
     1     signatures.write_signatures         input unit          its kept.parquet             bands/exact rows, signatures.npy, ids
@@ -16,7 +16,5 @@ greedy MinHash LSH rule among the survivors).
 
 A document is named by its order key `(unit rank << 32) | row` (keys.py): the rank is the unit's position in
 the language's units in the stage's order (sorted unit ids), so callers pass the step-1 folders in that order.
-The ingest stage (stages/ingest/stage.py) runs the waves as its steps; local.py wires them in one process;
-reference.py is the single-process dedup they are tested equal to. (This package file imports nothing, so the
-step modules can import their siblings through it without a cycle.)
+(This package file imports nothing, so the step modules can import their siblings through it without a cycle.)
 """

@@ -1,13 +1,12 @@
 """The keys all dedup steps must agree on, so that steps run apart still reach the decisions of one process.
 
 - Global order key: `(unit rank << 32) | ordinal`, uint64. The rank is the unit's position in the language's
-  units in unit order (finalize's `sorted(unit ids)`), the ordinal the row in the unit's kept.parquet; so
-  comparing order keys is comparing positions in finalize's concatenation, and "first occurrence" survives
-  being split over workers.
+  units (sorted unit ids), the ordinal the row in the unit's kept.parquet; so comparing order keys is comparing
+  positions in the units' concatenation, and "first occurrence" survives being split over workers.
 - Band keys: the exact formula of `minhash.NearDuplicateIndex` (one 64-bit multiply-sum per band), so the
   candidate pairs are the same pairs, hash collisions included.
 - Exact keys: the 128-bit blake2b of `minhash.exact_key` as two uint64: an exact group is the same group as
-  today's dict of hex strings.
+  the single-process dedup's dict of hex strings.
 - Partitions: a splitmix64 finaliser of (band, band key) or the exact key's high word, mod P, so any P works
   and each bucket lives in exactly one partition.
 """
@@ -66,7 +65,7 @@ def band_keys(signatures: np.ndarray, cfg: DedupConfig) -> np.ndarray:
 
 
 def is_sentinel(signatures: np.ndarray) -> np.ndarray:
-    """Empty documents: today's index neither matches nor indexes them, so they get no band rows."""
+    """Empty documents: the LSH index neither matches nor indexes them, so they get no band rows."""
     return (signatures == SENTINEL).all(axis=1)
 
 
