@@ -135,7 +135,7 @@ def _run(name, prepared, sigs, cfg, d):
         return {"duplicates": int((dup >= 0).sum()), **stats}
     if name == "steps":
         from stages.ingest.dedup import buckets, clusters, exact, signatures
-        from stages.ingest.dedup.local import layout
+        from tests.ingest.dedup_local import layout
 
         where = layout(d / "work", len(prepared), 4)
         peaks: dict[str, int] = {}
@@ -149,15 +149,15 @@ def _run(name, prepared, sigs, cfg, d):
             return r
 
         for r, path in enumerate(prepared):
-            step("1 signatures (per unit)", signatures.write_signatures, path, where["signatures"][r], cfg, 4)
-        ex = sum(step("2a exact (per partition)", exact.find_exact_duplicates, where["signatures"], p,
-                      where["exact"][p], cfg, 4)["dropped"] for p in range(4))
+            step("1 signatures (per unit)", signatures.write_signatures, path, where.signatures[r], cfg, 4)
+        ex = sum(step("2a exact (per partition)", exact.find_exact_duplicates, where.signatures, p,
+                      where.exact[p], cfg, 4).dropped for p in range(4))
         for p in range(4):
-            step("2b pairs (per partition)", buckets.find_candidate_pairs, where["signatures"], p, where["pairs"][p], cfg, 4)
-        st = step("3 clusters (per language)", clusters.resolve_clusters, where["signatures"], where["pairs"],
-                  where["clusters"], cfg, 4)
+            step("2b pairs (per partition)", buckets.find_candidate_pairs, where.signatures, p, where.pairs[p], cfg, 4)
+        st = step("3 clusters (per language)", clusters.resolve_clusters, where.signatures, where.pairs,
+                  where.clusters, cfg, 4)
         disk = sum(f.stat().st_size for f in (d / "work" / "1-signatures").rglob("*") if f.is_file())
-        return {"duplicates": ex + st["dropped"], "exact": ex, "near": st["dropped"], "step1_disk_bytes": disk,
+        return {"duplicates": ex + st.dropped, "exact": ex, "near": st.dropped, "step1_disk_bytes": disk,
                 "step_peak_bytes": peaks, "units": len(prepared), "partitions": 4}
     if name == "rensa":
         import rensa

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Does the ingest stage's dedup (five steps of units, stages/ingest/dedup/) decide what the single-process dedup
-(dedup/reference.py, the stage's finalize before the steps) decides, on real text?
+(tests/ingest/dedup_reference.py) decides, on real text?
 
 Two corpora go through the real ingest stage (`IngestStage.plan` / `run_unit` for every step, then `finalize`),
 and per language its published rows are compared with `dedup_in_memory` over the same documents units' kept rows:
@@ -42,11 +42,13 @@ from pipeline.status import build_context  # noqa: E402
 from pipeline.languages import EU_LANGUAGE_CODES, LANGUAGES  # noqa: E402
 from pipeline.runconfig import resolve  # noqa: E402
 from stages.ingest.dedup import files  # noqa: E402
-from stages.ingest.dedup.local import dedup_language  # noqa: E402
-from stages.ingest.dedup.reference import dedup_in_memory  # noqa: E402
-from stages.ingest.process import EXACT_DUP, NEAR_DUP  # noqa: E402
+from stages.ingest.process import KEPT  # noqa: E402
+from stages.ingest.reasons import EXACT_DUP, NEAR_DUP  # noqa: E402
 from stages.ingest.schema import DOCUMENT_SCHEMA, REJECTED_SCHEMA  # noqa: E402
-from stages.ingest.stage import DOCUMENTS, IngestStage  # noqa: E402
+from stages.ingest.stage import IngestStage  # noqa: E402
+from stages.ingest.units import DOCUMENTS  # noqa: E402
+from tests.ingest.dedup_local import dedup_language  # noqa: E402
+from tests.ingest.dedup_reference import dedup_in_memory  # noqa: E402
 
 NTREX = {"en": "eng-GB", "lv": "lav"}
 
@@ -118,8 +120,8 @@ def compare(ctx, done, out: Path, tmp: Path) -> dict[str, dict]:
     cfg = ctx.settings.dedup
     per_lang = {}
     for lang in ctx.config.run.languages:
-        uids = sorted(u for u, r in done[DOCUMENTS].items() if r["lang"] == lang and "docs_in" in r["stats"])
-        kept = [ctx.unit_dir(DOCUMENTS, u) / "kept.parquet" for u in uids]
+        uids = sorted(u for u, r in DOCUMENTS.results(done).items() if r.lang == lang and r.read_documents)
+        kept = [ctx.unit_dir(DOCUMENTS.name, u) / KEPT for u in uids]
         ref_kept, ref_dups = dedup_in_memory(pa.concat_tables(pq.read_table(k) for k in kept), cfg)
         got_kept = files.read_parts(out / "data" / lang, "part", DOCUMENT_SCHEMA)
         rejected = files.read_parts(out / "rejected" / lang, "part", REJECTED_SCHEMA)
@@ -129,9 +131,11 @@ def compare(ctx, done, out: Path, tmp: Path) -> dict[str, dict]:
                "exact": pc.sum(pc.equal(ref_dups.column("reason"), EXACT_DUP)).as_py() or 0,
                "near": pc.sum(pc.equal(ref_dups.column("reason"), NEAR_DUP)).as_py() or 0}
         res = dedup_language(kept, tmp / "components" / lang, cfg, 4, rule="components")
-        comp_dups = pa.concat_tables(files.read_parts(d, files.DUPLICATE_PARTS, REJECTED_SCHEMA) for d in res["folders"]["filtered"])
-        row["pairs"] = res["stats"]["clusters"]["pairs"]
-        row["largest_component"] = res["stats"]["clusters"]["largest_component"]
+        comp_dups = pa.concat_tables(files.read_parts(d, files.DUPLICATE_PARTS, REJECTED_SCHEMA) for d in res.folders.filtered)
+        clusters = res.stats.clusters
+        assert clusters is not None
+        row["pairs"] = clusters.pairs
+        row["largest_component"] = clusters.largest_component
         row["components_drop_more"] = comp_dups.num_rows - ref_dups.num_rows
         per_lang[lang] = row
     return per_lang

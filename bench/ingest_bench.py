@@ -42,7 +42,7 @@ REF_VENV = ROOT / ".cache" / "bench-venv-datatrove"
 from stages.ingest.config import IngestConfig, SourceConfig  # noqa: E402
 from stages.ingest.minhash import minhash_signatures  # noqa: E402
 from stages.ingest.process import DocumentChain  # noqa: E402
-from stages.ingest.sources import RawDoc  # noqa: E402
+from stages.ingest.readers import RawDoc  # noqa: E402
 from stages.ingest.wordstats import COMPILED  # noqa: E402
 from stages.ingest import normalize as _normalize  # noqa: E402
 
@@ -76,7 +76,7 @@ def timed(fn, *args, clock=time.process_time, repeat: int = 1):
     return out, best
 
 
-REPEAT = 3  # our measurements take a few seconds each; datatrove's (~70 s) runs once
+REPEAT = 3  # our measurements take a few seconds each; datatrove's takes far longer and runs once
 
 
 def load_docs(data: Path) -> list[dict]:

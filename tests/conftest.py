@@ -69,7 +69,8 @@ def duplicates_source(folder: Path, udhr_dir: Path, langs: tuple[str, ...] = ("d
     import json
 
     from stages.ingest.config import SourceConfig
-    from stages.ingest.sources import RawDoc, list_inputs, read_input
+    from stages.ingest.inputs import list_inputs
+    from stages.ingest.readers import RawDoc, read_input
 
     udhr = SourceConfig(name="u", kind="udhr", path=str(udhr_dir), licence="x", collected="2024-05")
     for lang in langs:

@@ -192,9 +192,9 @@ def test_an_input_still_unreachable_after_the_last_try_is_a_recorded_skip(tmp_pa
     """A read that keeps timing out: tried again ([orchestration] retries), then, on the last try, the rest of that
     input is skipped with the reason "unreachable" and the documents read before the failure are kept; under
     on_error = "fail" the same is exit 2 naming the input."""
-    from stages.ingest import sources
+    from stages.ingest import readers
 
-    real = sources._read_piece
+    real = readers._read_piece
 
     def blip(source, lang, piece):
         for i, item in enumerate(real(source, lang, piece)):
@@ -202,7 +202,7 @@ def test_an_input_still_unreachable_after_the_last_try_is_a_recorded_skip(tmp_pa
                 raise TimeoutError("read timed out (injected)")
             yield item
 
-    monkeypatch.setattr(sources, "_read_piece", blip)
+    monkeypatch.setattr(readers, "_read_piece", blip)
     cfg = write_config(tmp_path, udhr_source(udhr_dir), languages='["de", "mt"]')
     cfg.write_text(cfg.read_text().replace("max_workers = 2", "max_workers = 2\nretries = 1\nretry_backoff_s = 0.0"))
     assert main(["run", "--config", str(cfg), "--run-dir", str(tmp_path / "run"), "--to", "ingest"]) == 0
@@ -219,7 +219,7 @@ def test_an_input_still_unreachable_after_the_last_try_is_a_recorded_skip(tmp_pa
 
 def test_a_malformed_json_line_is_named_once_with_its_column(tmp_path, udhr_dir):
     from stages.ingest.config import SourceConfig
-    from stages.ingest.sources import InputProblem, read_input
+    from stages.ingest.readers import InputProblem, read_input
 
     f = tmp_path / "de.jsonl"
     f.write_text('{"text": "unterminated\n', encoding="utf-8")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from stages.compliance.facts import Fact, Records, Traced, constant, derive, open_fact, show
 from stages.compliance.numbers import percent, sci, text_size_bin, with_sig2
+from stages.ingest.record import BLOCKLIST, EMPTY, EXACT_DUP, LANGID_REASONS, NEAR_DUP, OPT_OUT, PII_KINDS
 
 CATEGORY_LABELS = {
     "public_dataset": "publicly available dataset",
@@ -24,7 +25,7 @@ CATEGORY_LABELS = {
     "synthetic": "synthetic data",
     "other": "other source",
 }
-MODALITY_SOURCE = "pipeline code: the ingest stage reads text only (stages/ingest/sources.py)"
+MODALITY_SOURCE = "pipeline code: the ingest stage reads text only (stages/ingest/readers.py)"
 
 
 @dataclass(frozen=True)
@@ -187,21 +188,21 @@ def curation_text(rec: Records) -> Fact:
     def text(c: dict, pf: dict) -> str:
         removed = sum(v for v in pf.values() if isinstance(v, int))
         langid, dedup, pii, norm = c.get("langid", {}), c.get("dedup", {}), c.get("pii", {}), c.get("normalize", {})
-        quality = sum(v for k, v in pf.items() if k not in {"empty", "tdm_opt_out", "blocklist", "lang_not_eu", "lang_low_score",
-                                                               "lang_mismatch", "exact_duplicate", "near_duplicate"})
+        not_quality = {EMPTY, OPT_OUT, BLOCKLIST, *LANGID_REASONS, EXACT_DUP, NEAR_DUP}
+        quality = sum(v for k, v in pf.items() if k not in not_quality)
         lists = c.get("blocklists") or []
         steps = [
             f"Unicode {norm.get('form', '?')} normalisation" + (", mojibake repair" if norm.get("fix_mojibake") else ""),
-            f"opt-out domains dropped ({pf.get('tdm_opt_out', 0):,} documents)",
-            (f"URL/domain block lists {', '.join(b['name'] for b in lists)} ({pf.get('blocklist', 0):,} documents removed)"
+            f"opt-out domains dropped ({pf.get(OPT_OUT, 0):,} documents)",
+            (f"URL/domain block lists {', '.join(b['name'] for b in lists)} ({pf.get(BLOCKLIST, 0):,} documents removed)"
              if lists else "no URL/domain block list"),
             f"language identification (cld2, min score {langid.get('min_score')}; "
-            f"{pf.get('lang_not_eu', 0) + pf.get('lang_low_score', 0) + pf.get('lang_mismatch', 0):,} documents removed)",
+            f"{sum(pf.get(k, 0) for k in LANGID_REASONS):,} documents removed)",
             f"Gopher/FineWeb-2 quality filters ({quality:,} documents removed)",
-            "PII redaction (" + ", ".join(k for k in ("email", "ip", "phone", "iban") if pii.get(k)) + ")" if pii.get("enabled") else "no PII redaction",
+            "PII redaction (" + ", ".join(k for k in PII_KINDS if pii.get(k)) + ")" if pii.get("enabled") else "no PII redaction",
             f"deduplication: exact {'on' if dedup.get('exact') else 'off'}, MinHash near-duplicates "
             f"{'on (threshold ' + str(dedup.get('threshold')) + ')' if dedup.get('near') else 'off'} "
-            f"({pf.get('exact_duplicate', 0) + pf.get('near_duplicate', 0):,} documents removed)",
+            f"({pf.get(EXACT_DUP, 0) + pf.get(NEAR_DUP, 0):,} documents removed)",
         ]
         return "; ".join(steps) + f". {removed:,} documents removed in all."
 
@@ -217,8 +218,6 @@ def filter_rows(rec: Records) -> list[list[Fact]]:
 
 def pii_rows(rec: Records) -> list[list[Fact]]:
     """Per kind of personal data: whether redaction was on, and how many were redacted."""
-    from stages.ingest.record import PII_KINDS
-
     rows = []
     counts = rec.ingest.pii_redactions
     for kind in PII_KINDS:

@@ -26,7 +26,6 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from pipeline.config import StrictModel, resolve_config_path
 
-BLOCKLIST = "blocklist"  # the removal reason (rejected rows, per_filter)
 UT1_FILES = ("domains", "urls")
 
 

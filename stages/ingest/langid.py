@@ -1,27 +1,17 @@
 """Language identification for the 24 official EU languages, with a reject path for everything else.
 
 Why pycld2: it ships its model inside the wheel (works offline), knows all 24 EU languages including Irish
-and Maltese, and classifies ~1 KB documents at ~10K docs/s per core. With the Croatian mapping below it
-identifies every one of the 3,467 ~1 KB FLORES-200 devtest documents correctly (bench/langid_bench.py).
-Models restricted to the 24 labels would force Russian or Norwegian text into an EU label; cld2 knows ~160
-languages, so non-EU text gets its own label and can be rejected.
+and Maltese, and is fast (bench/langid_bench.py). Models restricted to the 24 labels would force Russian or
+Norwegian text into an EU label; cld2 knows ~160 languages, so non-EU text gets its own label and is rejected.
 
 Conventions:
-- `identify` returns (code, score). `code` is the cld2 language code after the mapping below: an ISO 639-1
-  code for the EU languages ("de", "mt", ...), whatever cld2 says for other languages ("ru", "no", "tr",
-  "zh-Hant", ...), and "und" when nothing could be identified. It is never None. `is_eu(code)` tells the
-  two apart.
-- Croatian: cld2 knows Bosnian ("bs") and Serbian ("sr", "sr-ME", "sh"), which are near-identical to
-  Croatian in Latin script; on FLORES Croatian documents it answers "bs" for ~8%. None of them is an EU
-  language, so Latin-script bs/sr/sh/sr-ME is mapped to "hr" (brings Croatian to 1.000 on documents).
-  Serbian in Cyrillic script cannot be Croatian (always written in Latin) and stays "sr", i.e. non-EU.
-- Norwegian ("no", "nn") is deliberately NOT mapped to Danish: it is a different language, not an EU one.
-- Score: cld2 reports, for its top three languages, the percentage of the text's bytes in that language,
-  and one "reliable" flag for the whole decision. After the mapping, percentages of entries that map to the
-  same code are added (a document that is 60% "hr" + 35% "bs" is 95% Croatian). The score of the best code
-  is `percent / 100`, halved when cld2 flags the decision as unreliable (short or very mixed text). So a
-  reliable, monolingual document scores ~0.99, a reliable document that is 70% Bulgarian and 30% English
-  quotes scores 0.70, and an unreliable guess never scores above 0.5.
+- `identify` returns (code, score): the cld2 code after the mapping below (ISO 639-1 for the EU languages,
+  whatever cld2 says for others, "und" when nothing could be identified; never None). `is_eu` tells them apart.
+- Croatian: cld2 knows Bosnian ("bs") and Serbian ("sr", "sr-ME", "sh"), near-identical to Croatian in Latin
+  script and none of them EU languages, so Latin-script bs/sr/sh/sr-ME is mapped to "hr"; Serbian in Cyrillic
+  cannot be Croatian (always written in Latin) and stays "sr". Norwegian is NOT mapped to Danish.
+- Score: cld2's percentage of the text's bytes in the best code (entries that map to the same code added),
+  divided by 100 and halved when cld2 flags the decision as unreliable (short or very mixed text).
 """
 
 from __future__ import annotations
@@ -32,14 +22,12 @@ import pycld2
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pipeline.languages import EU_LANGUAGE_CODES as EU_LANGUAGES  # the one language table
+from stages.ingest.reasons import LANG_LOW_SCORE, LANG_MISMATCH, LANG_NOT_EU
 
 _EU = frozenset(EU_LANGUAGES)
 
 UNDETERMINED = "und"
 """Code returned when no language could be identified (ISO 639-2 'undetermined')."""
-
-REJECT_REASONS: tuple[str, ...] = ("lang_not_eu", "lang_low_score", "lang_mismatch")
-"""Every reason `LanguageIdentifier.decide` can return, for statistics with a row per reason."""
 
 _NO_LANGUAGE = frozenset({"un", "xxx"})  # cld2's "unknown" entries
 _BCMS = frozenset({"bs", "sr", "sr-ME", "sh"})  # cld2 labels of Bosnian, Serbian, Montenegrin (+ legacy "sh")
@@ -144,10 +132,10 @@ class LanguageIdentifier:
         """
         code, score = self.identify(text)
         if code not in _EU:
-            return code, score, "lang_not_eu"
+            return code, score, LANG_NOT_EU
         if score < self.cfg.min_score_per_language.get(code, self.cfg.min_score):
-            return code, score, "lang_low_score"
+            return code, score, LANG_LOW_SCORE
         if self.cfg.reject_mismatch and code != declared:
-            return code, score, "lang_mismatch"
+            return code, score, LANG_MISMATCH
         return code, score, None
 

@@ -10,13 +10,13 @@ cache), so the manifest does not read the corpus a second time.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.fsutil import sha256_file
 from stages.ingest.schema import parquet_options
+from stages.ingest.units import PartFile
 
 
 class PartWriter:
@@ -24,8 +24,9 @@ class PartWriter:
 
     def __init__(self, folder: Path, prefix: str, schema: pa.Schema, max_rows: int, *, enabled: bool = True):
         self.folder, self.prefix, self.schema, self.max_rows, self.enabled = Path(folder), prefix, schema, max_rows, enabled
-        self.parts: list[dict[str, Any]] = []
+        self.parts: list[PartFile] = []
         self._writer: pq.ParquetWriter | None = None
+        self._name = ""  # of the part being written
         self._rows = 0
 
     def write(self, table: pa.Table) -> None:
@@ -35,9 +36,8 @@ class PartWriter:
         start = 0
         while start < table.num_rows:
             if self._writer is None:
-                name = f"{self.prefix}-{len(self.parts):05d}.parquet"
-                self._writer = pq.ParquetWriter(self.folder / name, self.schema, **parquet_options(self.schema))
-                self.parts.append({"file": name, "rows": 0})
+                self._name = f"{self.prefix}-{len(self.parts):05d}.parquet"
+                self._writer = pq.ParquetWriter(self.folder / self._name, self.schema, **parquet_options(self.schema))
                 self._rows = 0
             n = min(self.max_rows - self._rows, table.num_rows - start)
             self._writer.write_table(table.slice(start, n))
@@ -50,12 +50,10 @@ class PartWriter:
         assert self._writer is not None
         self._writer.close()
         self._writer = None
-        part = self.parts[-1]
-        part["rows"] = self._rows
-        part["sha256"] = sha256_file(self.folder / part["file"])
+        self.parts.append(PartFile(file=self._name, rows=self._rows, sha256=sha256_file(self.folder / self._name)))
 
-    def close(self) -> list[dict[str, Any]]:
-        """The parts written: [{file, rows, sha256}], in order."""
+    def close(self) -> list[PartFile]:
+        """The parts written, in order."""
         if self._writer is not None:
             self._finish()
         return self.parts

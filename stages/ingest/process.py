@@ -1,5 +1,5 @@
 """The per-document chain of the ingest stage, and one unit of its documents step (a language x some pieces of
-input files, sources.py).
+input files, inputs.py).
 
 Order matters for cost and for the record: cheap decisions first (empty text, opted-out domain, block lists), then language
 identification, then quality filters, and only kept documents pay for PII redaction and dedup signatures.
@@ -24,12 +24,12 @@ from stages.ingest.minhash import dedup_keys
 from stages.ingest.normalize import normalize_text
 from stages.ingest.pii import redact_pii
 from stages.ingest.quality import check_quality, quality_word_stats
-from stages.ingest.sources import InputProblem, Piece, RawDoc, read_piece
+from stages.ingest.inputs import Piece
+from stages.ingest.readers import InputProblem, RawDoc, read_piece
+from stages.ingest.reasons import BLOCKLIST, EMPTY, OPT_OUT
+from stages.ingest.units import DocumentStats, PartFile, Problem
 
-# Reasons recorded for documents removed before quality filtering (quality reasons come from quality.py).
-EMPTY, OPT_OUT, BLOCKLIST = "empty", "tdm_opt_out", blocklist.BLOCKLIST
 NO_DOMAIN = "(none)"
-EXACT_DUP, NEAR_DUP = "exact_duplicate", "near_duplicate"
 BATCH_DOCS = 2048  # documents per batch through dedup keys and the Parquet writers
 BATCH_BYTES = 16 << 20  # ... or this much text, whichever comes first
 KEPT = "kept.parquet"  # a documents unit's kept rows with their dedup keys (UNIT_KEPT_SCHEMA), in input order
@@ -60,6 +60,12 @@ def registrable_domain(url: str | None, fallback: str | None) -> str | None:
     return fallback
 
 
+def document_id(source: str, lang: str, key: str, index: int) -> str:
+    """Stable id from where the document came from, so reruns and resumed runs produce the same ids. The language
+    is part of it: two languages read from the same file layout (`data/{lang}/1.jsonl`) never share an id."""
+    return hashlib.sha1(f"{source}\x00{lang}\x00{key}\x00{index}".encode()).hexdigest()[:20]
+
+
 @dataclass
 class DocumentChain:
     """Normalize -> opt-out -> language ID -> quality -> PII, for one source and language.
@@ -85,7 +91,7 @@ class DocumentChain:
         self._id_prefix = hashlib.sha1()
 
     def _document_id(self, key: str, index: int) -> str:
-        """`sources.document_id(self.source.name, self.lang, key, index)`, with the hash of the part that is the
+        """`document_id(self.source.name, self.lang, key, index)`, with the hash of the part that is the
         same for every document of an input computed once per input."""
         if key != self._id_key:
             self._id_prefix = hashlib.sha1(f"{self.source.name}\x00{self.lang}\x00{key}\x00".encode())
@@ -162,6 +168,9 @@ def load_opt_out_domains(source: SourceConfig) -> frozenset[str]:
 
 @dataclass
 class UnitStats:
+    """What a unit counts while its documents stream through (plain counters: one update per document), handed
+    back as the unit's DocumentStats."""
+
     docs_in: int = 0
     bytes_in: int = 0
     kept: int = 0
@@ -171,22 +180,22 @@ class UnitStats:
     pii: Counter = field(default_factory=Counter)
     blocklist: Counter = field(default_factory=Counter)  # documents removed per block list
     domain_bytes_in: Counter = field(default_factory=Counter)  # crawled sources: bytes read per URL domain
-    problems: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "docs_in": self.docs_in, "bytes_in": self.bytes_in, "kept": self.kept, "kept_bytes": self.kept_bytes,
-            "mojibake_fixed": self.mojibake_fixed, "removed": dict(sorted(self.removed.items())),
-            "pii": dict(sorted(self.pii.items())), "problems": self.problems,
-            "blocklist": dict(sorted(self.blocklist.items())), "domain_bytes_in": dict(sorted(self.domain_bytes_in.items())),
-        }
+    def result(self) -> DocumentStats:
+        return DocumentStats(
+            docs_in=self.docs_in, bytes_in=self.bytes_in, kept=self.kept, kept_bytes=self.kept_bytes,
+            mojibake_fixed=self.mojibake_fixed, removed=dict(sorted(self.removed.items())),
+            pii=dict(sorted(self.pii.items())), problems=self.problems, blocklist=dict(sorted(self.blocklist.items())),
+            domain_bytes_in=dict(sorted(self.domain_bytes_in.items())))
 
 
 class InputFailed(RuntimeError):
     """Raised with on_error = "fail": the stage stops before publishing anything."""
 
 
-def process_unit(settings: IngestConfig, source: SourceConfig, lang: str, pieces: list[Piece], out_dir: Path) -> tuple[UnitStats, list[dict]]:
+def process_unit(settings: IngestConfig, source: SourceConfig, lang: str, pieces: list[Piece],
+                 out_dir: Path) -> tuple[DocumentStats, list[PartFile]]:
     """Run the chain over some pieces of one source and language, streaming: kept rows with their dedup keys to
     `out_dir/kept.parquet`, removed rows to bounded parts (when kept at all). Returns (statistics, removed parts)."""
     import pyarrow.parquet as pq
@@ -197,8 +206,7 @@ def process_unit(settings: IngestConfig, source: SourceConfig, lang: str, pieces
     chain = DocumentChain(settings, source, lang, load_opt_out_domains(source), [blocklist.load(b) for b in settings.blocklists])
     crawled = source.category == "crawled"
     stats = UnitStats()
-    # The MinHash signatures (512 bytes a row, uniformly random) do not compress: zstd only spends CPU on them,
-    # ~0.5% of a worker's (measured: 13.0 instead of 15.0 CPU s of Parquet per 2 GB; the file 4% larger).
+    # The MinHash signatures (512 bytes a row, uniformly random) do not compress: zstd only spends CPU on them.
     options = parquet_options(UNIT_KEPT_SCHEMA)
     options["compression"] = {name: "none" if name == "signature" else "zstd" for name in UNIT_KEPT_SCHEMA.names}
     kept_out = pq.ParquetWriter(out_dir / KEPT, UNIT_KEPT_SCHEMA, **options)
@@ -225,7 +233,8 @@ def process_unit(settings: IngestConfig, source: SourceConfig, lang: str, pieces
                 if isinstance(item, InputProblem):
                     if settings.on_error == "fail":
                         raise InputFailed(f"source {source.name}: {item.message} (on_error = \"fail\"; set \"skip\" to go on)")
-                    stats.problems.append({"source": source.name, "lang": lang, **item.record()})
+                    stats.problems.append(Problem(source=source.name, lang=lang, input=item.input, line=item.line,
+                                                  reason=item.reason, message=item.message))
                     continue
                 stats.docs_in += 1
                 n_bytes = len(item.text) if item.text.isascii() else len(item.text.encode("utf-8"))
@@ -256,7 +265,7 @@ def process_unit(settings: IngestConfig, source: SourceConfig, lang: str, pieces
     finally:
         kept_out.close()
         parts = removed_out.close()
-    return stats, parts
+    return stats.result(), parts
 
 
 def add_dedup_keys(rows: list[dict], settings: IngestConfig) -> None:

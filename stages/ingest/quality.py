@@ -1,24 +1,21 @@
 """Gopher / FineWeb-2 style heuristic quality and repetition filters.
 
 Why heuristics: web text is full of menus, link lists, keyword spam, boilerplate and machine-generated
-repetition. Rae et al. 2021 (Gopher) showed that a few cheap document statistics remove most of it; FineWeb-2
-kept them for 1,000+ languages with per-language thresholds. The defaults below are Gopher's. Measured here on
-real text in all 24 languages: 3,466 of 3,467 ~1 KB FLORES documents pass (the one left really repeats a
-sentence) and 2,935 of 2,952 NTREX news articles (8 too short, 9 repeat headline phrases in the body). Only
-the mean word length needs per-language overrides (compounding/agglutinative languages).
+repetition; a few cheap document statistics remove most of it (Gopher), and FineWeb-2 kept them for 1,000+
+languages with per-language thresholds. The defaults are Gopher's; only the mean word length needs
+per-language overrides (compounding/agglutinative languages).
 
-Words: matches of one Unicode regex (`wordstats.WORD`). datatrove splits words with spaCy (and Stanza for
-Maltese), which costs ~0.4 MB/s per core and downloads models at run time; a regex is good enough for
-counting words. It keeps apostrophes and hyphens inside words ("l'homme", "il-kelb", "t-uisce") so Maltese
-and Irish articles do not inflate the word count, and it drops punctuation, so word lengths are letters only.
-Most documents are decided on per-document word statistics (`wordstats.word_stats`, in C); only documents
-whose statistics cannot rule out repeated n-grams have their word list built, in Python.
+Words: matches of one Unicode regex (`wordstats.WORD`), not a tokenizer model (slow, downloaded at run time);
+it keeps apostrophes and hyphens inside words ("l'homme", "il-kelb", "t-uisce") so Maltese and Irish articles
+do not inflate the word count, and drops punctuation, so word lengths are letters only. Most documents are
+decided on per-document word statistics (`wordstats.word_stats`, in C); only documents whose statistics cannot
+rule out repeated n-grams have their word list built, in Python.
 
 Character ratios (duplicate lines/paragraphs/n-grams) are relative to `len(text)`, n-gram lengths count word
 characters only (as datatrove does), so the published thresholds keep their meaning.
 
 `check_quality` returns the first failing filter's reason (cheap filters first: the n-gram filters only run
-on documents that passed everything else); QUALITY_REASONS lists every reason it can return.
+on documents that passed everything else); reasons.QUALITY_REASONS lists every reason it can return.
 """
 
 from __future__ import annotations
@@ -32,17 +29,8 @@ from typing import Annotated, Optional
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, create_model, field_validator
 
 from pipeline.languages import EU_LANGUAGE_CODES as EU_LANGUAGES
+from stages.ingest.reasons import DUP_NGRAM_SIZES, TOP_NGRAM_SIZES
 from .wordstats import WordStats, repeated_mask, runs_of, split_words, word_stats
-
-TOP_NGRAM_SIZES = (2, 3, 4)
-DUP_NGRAM_SIZES = (5, 6, 7, 8, 9, 10)
-
-QUALITY_REASONS: tuple[str, ...] = (
-    "too_few_words", "too_many_words", "avg_word_length", "symbol_ratio", "bullet_lines", "ellipsis_lines",
-    "alpha_words", "dup_lines", "dup_line_chars", "dup_paragraphs", "dup_paragraph_chars",
-    *(f"top_{n}gram" for n in TOP_NGRAM_SIZES), *(f"dup_{n}gram" for n in DUP_NGRAM_SIZES),
-)  # fmt: skip
-"""Every reason `check_quality` can return, in check order (statistics keep a row per reason)."""
 
 _PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n\s*")
 
@@ -85,8 +73,8 @@ else:
 def line_stats(text: str) -> tuple[int, int, int, int, int, bool]:
     """(text.count("#"), how many "..." and "…", how many lines, how many start with a bullet, how many end with
     an ellipsis, whether no two lines are equal) of `_stripped_lines(text)`. One pass in C
-    (`_textscan.line_stats`): the split, the strips and the counts took ~3% of an ingest worker's CPU in Python. Its `distinct` is False also where two lines only may be equal (equal
-    hashes): check_quality then compares the lines themselves."""
+    (`_textscan.line_stats`) instead of a split, strips and counts in Python. Its `distinct` is False also where
+    two lines only may be equal (equal hashes): check_quality then compares the lines themselves."""
     if _line_stats_compiled is not None:
         return _line_stats_compiled(text, _LINE_CLASSES)
     return _line_stats_python(text)
@@ -305,7 +293,7 @@ def quality_word_stats(text: str, t: QualityThresholds) -> WordStats:
 
 
 def check_quality(text: str, t: QualityThresholds, stats: WordStats | None = None) -> str | None:
-    """The reason of the first failing filter (see QUALITY_REASONS), None when the document passes.
+    """The reason of the first failing filter (see reasons.QUALITY_REASONS), None when the document passes.
 
     `t` is usually `QualityConfig.for_language(lang)`; a QualityConfig itself also works (global thresholds).
     `stats` may pass `quality_word_stats(text, t)` when the caller has computed it already.

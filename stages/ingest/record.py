@@ -8,6 +8,9 @@ from typing import Literal
 from pydantic import Field
 
 from pipeline.records import Record
+# the removal reasons (per_filter, removed), exported here: other stages import ingest through its record only
+from stages.ingest.reasons import (ALL_REASONS, BLOCKLIST, EMPTY, EXACT_DUP, LANGID_REASONS, NEAR_DUP,  # noqa: F401
+                                   OPT_OUT, QUALITY_REASONS)
 
 PII_KINDS: tuple[str, ...] = ("email", "ip", "phone", "iban")  # what the PII step redacts (stages/ingest/pii.py)
 

@@ -9,10 +9,12 @@ rejected/ parts in batches (nothing is held but the examples), after PII redacti
 
 from __future__ import annotations
 
+import io
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from pipeline.fsutil import atomic_write_bytes
 from pipeline.languages import LANGUAGES
 from stages.ingest.record import IngestRecord
 
@@ -108,7 +110,7 @@ def plot(r: IngestRecord, path: Path) -> None:
     ax.set_title("Ingest: documents kept and removed per language")
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=110)
     plt.close(fig)
-    tmp.replace(path)
+    atomic_write_bytes(path, png.getvalue())

@@ -1,7 +1,7 @@
 """The ingest stage: declared sources -> clean, deduplicated Parquet per language, with a full record.
 
 Five steps (waves of units on the task runner), each unit bounded, crash-safe and skipped when done:
-    documents   language x source x pieces of input files (<= max_unit_bytes; sources.py): the document chain
+    documents   language x source x pieces of input files (<= max_unit_bytes; inputs.py): the document chain
                 (process.py) -> kept.parquet (rows + dedup keys) and removed parts
     signatures  per documents unit: its dedup keys by band partition (dedup/signatures.py)
     buckets     per language x band partition: exact duplicates and verified near-duplicate pairs (dedup/exact.py,
@@ -9,10 +9,9 @@ Five steps (waves of units on the task runner), each unit bounded, crash-safe an
     clusters    per language: which documents in pairs are dropped, for whom (dedup/clusters.py)
     filter      per documents unit: its kept parts minus duplicates, duplicates with reason and duplicate_of, its
                 kept bytes per domain (dedup/filter.py)
-A document's place in its language is (unit rank, row): the rank is the unit's position among the language's
-documents units in id order, so the first occurrence in that order is kept, whatever ran where and when (the
-decisions of the single-process dedup in dedup/reference.py, tested equal). finalize only links the units'
-parts into data/<lang>/ and rejected/<lang>/ in unit order and sums the record.
+A document's place in its language is (unit rank, row), the rank being the unit's position among the language's
+documents units in id order, so the first occurrence in that order is kept whatever ran where and when.
+finalize only links the units' parts into data/<lang>/ and rejected/<lang>/ in unit order and sums the record.
 """
 
 from __future__ import annotations
@@ -27,11 +26,13 @@ from typing import Any
 from pipeline.manifest import Manifest
 from pipeline.stage import InputError, StageContext, StageError, StageOutcome, Step, StepResults, Unit, UnitStage
 from stages.ingest.config import IngestConfig
-from stages.ingest.process import EXACT_DUP, KEPT, NEAR_DUP, InputFailed, process_unit
-from stages.ingest.sources import HubUnavailable, Piece, hub_root, list_files, split_files
+from stages.ingest.inputs import HubUnavailable, hub_root, list_files, split_files
+from stages.ingest.process import KEPT, InputFailed, process_unit
+from stages.ingest.reasons import ALL_REASONS, EXACT_DUP, NEAR_DUP
+from stages.ingest.record import BlocklistRecord, IngestRecord, LanguageCounts, OptOut, SourceRecord, Totals
 from stages.ingest.units import (BUCKETS, CLUSTERS, DOCUMENTS, FILTER, SIGNATURES, BucketsPayload, BucketsResult,
                                  ClustersPayload, ClustersResult, DocumentsPayload, DocumentsResult, DocumentStats,
-                                 FilterResult, PieceSpec, Problem, RankedUnitPayload, SignaturesResult)
+                                 FilterResult, PartFile, Piece, Problem, RankedUnitPayload, SignaturesResult)
 
 Ctx = StageContext[IngestConfig]
 EXACT_DIR, PAIRS_DIR = "exact", "pairs"  # a buckets unit's two outputs (steps 2a and 2b of dedup/)
@@ -124,7 +125,7 @@ class IngestStage(UnitStage[IngestConfig]):
                     raise InputError(f"stage ingest: source {source.name} makes {len(groups)} units for {lang} (at most "
                                      f"{MAX_UNITS:,}); raise [ingest] max_unit_bytes / files_per_unit")
                 units += [DOCUMENTS.unit(f"{lang}-{source.name}-{i:05d}", DocumentsPayload(
-                    lang=lang, source=source.name, pieces=[PieceSpec(**p.to_dict()) for p in group]))
+                    lang=lang, source=source.name, pieces=group))
                     for i, group in enumerate(groups)]
         return units
 
@@ -153,35 +154,35 @@ class IngestStage(UnitStage[IngestConfig]):
             from stages.ingest.dedup.signatures import write_signatures
 
             p = SIGNATURES.payload_of(unit)
-            stats = write_signatures(ctx.unit_dir(DOCUMENTS.name, unit.id) / KEPT, out_dir, cfg, p.partitions, atomic=False)
-            return SignaturesResult(lang=p.lang, **stats)
+            stats = write_signatures(ctx.unit_dir(DOCUMENTS.name, unit.id) / KEPT, out_dir, cfg, p.partitions)
+            return SignaturesResult(lang=p.lang, **dict(stats))
         if unit.step == BUCKETS.name:
             from stages.ingest.dedup.buckets import find_candidate_pairs
             from stages.ingest.dedup.exact import find_exact_duplicates
 
             b = BUCKETS.payload_of(unit)
             step1 = [ctx.unit_dir(SIGNATURES.name, u) for u in b.units]
-            exact = find_exact_duplicates(step1, b.partition, out_dir / EXACT_DIR, cfg, b.partitions, atomic=False)
-            pairs = find_candidate_pairs(step1, b.partition, out_dir / PAIRS_DIR, cfg, b.partitions, atomic=False)
-            return BucketsResult.model_validate({"lang": b.lang, "exact": exact, "pairs": pairs})
+            exact = find_exact_duplicates(step1, b.partition, out_dir / EXACT_DIR, cfg, b.partitions)
+            pairs = find_candidate_pairs(step1, b.partition, out_dir / PAIRS_DIR, cfg, b.partitions)
+            return BucketsResult(lang=b.lang, exact=exact, pairs=pairs)
         if unit.step == CLUSTERS.name:
             from stages.ingest.dedup.clusters import resolve_clusters
 
             c = CLUSTERS.payload_of(unit)
             step1 = [ctx.unit_dir(SIGNATURES.name, u) for u in c.units]
             pair_dirs = [ctx.unit_dir(BUCKETS.name, f"{c.lang}-{q:05d}") / PAIRS_DIR for q in range(c.partitions)]
-            stats = resolve_clusters(step1, pair_dirs, out_dir, cfg, c.partitions, atomic=False)
-            return ClustersResult.model_validate({"lang": c.lang, **stats})
+            clusters = resolve_clusters(step1, pair_dirs, out_dir, cfg, c.partitions)
+            return ClustersResult(lang=c.lang, **dict(clusters))
         if unit.step == FILTER.name:
             from stages.ingest.dedup.filter import filter_unit
 
             f = FILTER.payload_of(unit)
             exact_dirs = [ctx.unit_dir(BUCKETS.name, f"{f.lang}-{q:05d}") / EXACT_DIR for q in range(f.partitions)]
             near_dir = ctx.unit_dir(CLUSTERS.name, f.lang) if cfg.near else None
-            stats = filter_unit(ctx.unit_dir(DOCUMENTS.name, unit.id) / KEPT, ctx.unit_dir(SIGNATURES.name, unit.id),
-                                f.rank, exact_dirs, near_dir, out_dir, cfg, f.partitions,
-                                part_rows=settings.max_rows_per_file, keep_duplicates=settings.keep_rejected, atomic=False)
-            return FilterResult.model_validate({"lang": f.lang, **stats})
+            filtered = filter_unit(ctx.unit_dir(DOCUMENTS.name, unit.id) / KEPT, ctx.unit_dir(SIGNATURES.name, unit.id),
+                                   f.rank, exact_dirs, near_dir, out_dir, cfg, f.partitions,
+                                   part_rows=settings.max_rows_per_file, keep_duplicates=settings.keep_rejected)
+            return FilterResult(lang=f.lang, **dict(filtered))
         raise StageError(f"stage ingest: unknown step {unit.step!r}")
 
     @staticmethod
@@ -192,19 +193,19 @@ class IngestStage(UnitStage[IngestConfig]):
             problem = Problem(source=source.name, lang=p.lang, input=p.pattern or "", line=None, reason=reason,
                               message=message)
             return DocumentsResult(lang=p.lang, source=source.name, stats=DocumentStats(problems=[problem]))
-        pieces = [Piece(**spec.model_dump()) for spec in p.pieces]
         try:
-            stats, removed_parts = process_unit(settings, source, p.lang, pieces, out_dir)
+            stats, removed_parts = process_unit(settings, source, p.lang, p.pieces, out_dir)
         except InputFailed as e:
             raise InputError(f"stage ingest: {e}") from None
-        return DocumentsResult.model_validate({"lang": p.lang, "source": source.name, "stats": stats.to_dict(),
-                                               "removed_parts": removed_parts})
+        return DocumentsResult(lang=p.lang, source=source.name, stats=stats, removed_parts=removed_parts)
 
     def unit_cost(self, unit: Unit) -> float:
         """Bytes to read (documents), else the documents the unit's language or unit kept (the dedup steps)."""
         if unit.step == DOCUMENTS.name:
-            return float(sum(Piece(**spec.model_dump()).bytes for spec in DOCUMENTS.payload_of(unit).pieces))
-        return float(getattr(unit.payload, "kept"))
+            return float(sum(piece.bytes for piece in DOCUMENTS.payload_of(unit).pieces))
+        payload = unit.payload
+        assert isinstance(payload, (RankedUnitPayload, BucketsPayload, ClustersPayload)), unit.step
+        return float(payload.kept)
 
     def unit_work(self, unit: Unit, result: Any) -> tuple[float, str] | None:
         """For the progress line's rate: MB read (documents), documents (the dedup steps per unit)."""
@@ -220,40 +221,37 @@ class IngestStage(UnitStage[IngestConfig]):
         import pyarrow.parquet as pq
 
         from stages.ingest.dedup import files
-        from stages.ingest.record import IngestRecord
+        from stages.ingest.report import write_report
 
         settings = ctx.settings
         documents, filtered = DOCUMENTS.results(done), FILTER.results(done)
-        per_lang: dict[str, dict[str, Any]] = {}
+        per_lang: dict[str, LanguageCounts] = {}
         per_source: dict[str, Counter] = defaultdict(Counter)
         per_domain: Counter = Counter()
         removed_by_reason: Counter = Counter()
         pii: Counter = Counter()
         blocked: Counter = Counter()
         crawled_domains: dict[str, Counter] = defaultdict(Counter)
-        skipped: list[dict[str, Any]] = []
+        skipped: list[Problem] = []
         rows_out: dict[str, int] = {}
         checksums: dict[str, str] = {}
 
         for lang in ctx.config.run.languages:
-            uids = sorted(u for u, r in documents.items() if r.lang == lang)
-            lang_stats: Counter = Counter()
-            lang_removed: Counter = Counter()
-            data_parts: list[tuple[Path, Any]] = []
-            removed_parts: list[tuple[Path, Any]] = []
-            duplicate_parts: list[tuple[Path, Any]] = []
-            for uid in uids:
+            read: list[tuple[DocumentsResult, FilterResult]] = []  # the units that read documents, in unit order
+            removed: Counter = Counter()
+            data_parts: list[tuple[Path, PartFile]] = []
+            removed_parts: list[tuple[Path, PartFile]] = []
+            duplicate_parts: list[tuple[Path, PartFile]] = []
+            for uid in sorted(u for u, r in documents.items() if r.lang == lang):
                 d = documents[uid]
                 st = d.stats
-                skipped.extend(pr.model_dump(mode="json") for pr in st.problems)
+                skipped.extend(st.problems)
                 if not d.read_documents:
                     continue
                 f = filtered[uid]
-                lang_stats.update({"docs_in": st.docs_in, "bytes_in": st.bytes_in, "mojibake_fixed": st.mojibake_fixed})
-                lang_stats.update({"kept": f.kept, "kept_bytes": f.kept_bytes, "kept_chars": f.kept_chars,
-                                   "kept_words": f.kept_words})
-                lang_removed.update(st.removed)
-                lang_removed.update({EXACT_DUP: f.exact_duplicate, NEAR_DUP: f.near_duplicate})
+                read.append((d, f))
+                removed.update(st.removed)
+                removed.update({EXACT_DUP: f.exact_duplicate, NEAR_DUP: f.near_duplicate})
                 pii.update(st.pii)
                 blocked.update(st.blocklist)
                 crawled_domains[d.source].update(st.domain_bytes_in)
@@ -266,42 +264,42 @@ class IngestStage(UnitStage[IngestConfig]):
                 duplicate_parts += [(fdir / part.file, part) for part in f.duplicate_parts]
                 domains = pq.read_table(fdir / files.DOMAINS)
                 per_domain.update(dict(zip(domains.column("domain").to_pylist(), domains.column("bytes").to_pylist())))
-            lang_removed = +lang_removed
+            removed = +removed
 
             self._publish_parts(data_parts, out_dir / "data" / lang, out_dir, rows_out, checksums, "data")
             if settings.keep_rejected:
                 self._publish_parts(removed_parts + duplicate_parts, out_dir / "rejected" / lang, out_dir, rows_out,
                                     checksums, "rejected")
-            removed_by_reason.update(lang_removed)
-            per_lang[lang] = {
-                "docs_in": lang_stats["docs_in"], "bytes_in": lang_stats["bytes_in"], "kept": lang_stats["kept"],
-                "kept_bytes": lang_stats["kept_bytes"], "kept_chars": lang_stats["kept_chars"],
-                "kept_words": lang_stats["kept_words"], "mojibake_fixed": lang_stats["mojibake_fixed"],
-                "removed": dict(sorted(lang_removed.items())),
-            }
+            removed_by_reason.update(removed)
+            per_lang[lang] = LanguageCounts(
+                docs_in=sum(d.stats.docs_in or 0 for d, _ in read), bytes_in=sum(d.stats.bytes_in for d, _ in read),
+                kept=sum(f.kept for _, f in read), kept_bytes=sum(f.kept_bytes for _, f in read),
+                kept_chars=sum(f.kept_chars for _, f in read), kept_words=sum(f.kept_words for _, f in read),
+                mojibake_fixed=sum(d.stats.mojibake_fixed for d, _ in read), removed=dict(sorted(removed.items())))
 
-        empty = [lang for lang, s in per_lang.items() if s["kept"] == 0]
-        totals = {k: sum(s[k] for s in per_lang.values()) for k in ("docs_in", "bytes_in", "kept", "kept_bytes")}
-        statistics = IngestRecord.model_validate({
-            "totals": totals,
-            "per_language": per_lang,
-            "per_filter": _per_filter_counts(removed_by_reason),
-            "per_domain_bytes": dict(sorted(per_domain.items(), key=lambda kv: (-kv[1], kv[0]))),
-            "per_source": {name: self._source_record(settings, name, counts, crawled_domains[name])
-                           for name, counts in sorted(per_source.items())},
-            "pii_redactions": dict(sorted(pii.items())),
-            "blocklists": _blocklist_records(settings, blocked),
-            "languages_without_documents": empty,
-        })
-        from stages.ingest.report import write_report
-
+        empty = [lang for lang, c in per_lang.items() if c.kept == 0]
+        counts = per_lang.values()
+        totals = Totals(docs_in=sum(c.docs_in for c in counts), bytes_in=sum(c.bytes_in for c in counts),
+                        kept=sum(c.kept for c in counts), kept_bytes=sum(c.kept_bytes for c in counts))
+        statistics = IngestRecord(
+            totals=totals,
+            per_language=per_lang,
+            per_filter=_per_filter_counts(removed_by_reason),
+            per_domain_bytes=_largest_first(per_domain),
+            per_source={name: self._source_record(settings, name, n, crawled_domains[name])
+                        for name, n in sorted(per_source.items())},
+            pii_redactions=dict(sorted(pii.items())),
+            blocklists=_blocklist_records(settings, blocked),
+            languages_without_documents=empty,
+        )
         write_report(out_dir, statistics)  # after the parts: it reads its examples back from rejected/
-        summary = {"languages": len(per_lang) - len(empty), "docs in": totals["docs_in"], "kept": totals["kept"],
-                   "MB kept": round(totals["kept_bytes"] / 1e6, 2), "skipped inputs": len(skipped)}
-        return StageOutcome(statistics=statistics, summary=summary, skipped=skipped, rows=rows_out, checksums=checksums)
+        summary = {"languages": len(per_lang) - len(empty), "docs in": totals.docs_in, "kept": totals.kept,
+                   "MB kept": round(totals.kept_bytes / 1e6, 2), "skipped inputs": len(skipped)}
+        return StageOutcome(statistics=statistics, summary=summary, skipped=[p.model_dump(mode="json") for p in skipped],
+                            rows=rows_out, checksums=checksums)
 
     @staticmethod
-    def _publish_parts(parts: list[tuple[Path, Any]], folder: Path, stage_dir: Path, rows: dict[str, int],
+    def _publish_parts(parts: list[tuple[Path, PartFile]], folder: Path, stage_dir: Path, rows: dict[str, int],
                        checksums: dict[str, str], kind: str) -> None:
         """part-00000.parquet, ... in `folder`: the units' parts in order, linked (at least one, possibly empty)."""
         from stages.ingest.schema import DOCUMENT_SCHEMA, REJECTED_SCHEMA
@@ -321,21 +319,22 @@ class IngestStage(UnitStage[IngestConfig]):
             rows[rel], checksums[rel] = part.rows, part.sha256
 
     def summary_markdown(self, manifest: Manifest) -> str:
-        s = manifest.statistics
-        lines = [f"# ingest: {s['totals']['kept']:,} of {s['totals']['docs_in']:,} documents kept", "",
+        r = IngestRecord.model_validate(manifest.statistics)
+        lines = [f"# ingest: {r.totals.kept:,} of {r.totals.docs_in:,} documents kept", "",
                  "| language | docs in | kept | kept MB | removed (top reasons) |", "|---|---:|---:|---:|---|"]
-        for lang, st in s["per_language"].items():
-            top = ", ".join(f"{k} {v}" for k, v in sorted(st["removed"].items(), key=lambda kv: -kv[1])[:3])
-            lines.append(f"| {lang} | {st['docs_in']:,} | {st['kept']:,} | {st['kept_bytes'] / 1e6:.2f} | {top} |")
+        for lang, c in r.per_language.items():
+            top = ", ".join(f"{k} {v}" for k, v in sorted(c.removed.items(), key=lambda kv: -kv[1])[:3])
+            lines.append(f"| {lang} | {c.docs_in:,} | {c.kept:,} | {c.kept_bytes / 1e6:.2f} | {top} |")
         lines += ["", "| filter | removed |", "|---|---:|"]
-        lines += [f"| {k} | {v:,} |" for k, v in s["per_filter"].items() if v]
-        if s.get("blocklists"):
+        lines += [f"| {k} | {v:,} |" for k, v in r.per_filter.items() if v]
+        if r.blocklists:
             lines += ["", "| block list | entries | removed |", "|---|---:|---:|"]
-            lines += [f"| {name} | {b['entries']:,} | {b['removed']:,} |" for name, b in s["blocklists"].items()]
+            lines += [f"| {name} | {b.entries:,} | {b.removed:,} |" for name, b in r.blocklists.items()]
         if manifest.skipped:
-            lines += ["", f"**{len(manifest.skipped)} input problem(s) skipped**, e.g.: {manifest.skipped[0]['message']}"]
-        if s["languages_without_documents"]:
-            lines += ["", f"**No documents kept for:** {', '.join(s['languages_without_documents'])}"]
+            first = Problem.model_validate(manifest.skipped[0])
+            lines += ["", f"**{len(manifest.skipped)} input problem(s) skipped**, e.g.: {first.message}"]
+        if r.languages_without_documents:
+            lines += ["", f"**No documents kept for:** {', '.join(r.languages_without_documents)}"]
         return "\n".join(lines) + "\n"
 
     # --- helpers ------------------------------------------------------------------------------------
@@ -344,14 +343,13 @@ class IngestStage(UnitStage[IngestConfig]):
         return [lang for lang in ctx.config.run.languages if lang in source.languages]
 
     @staticmethod
-    def _source_record(settings: IngestConfig, name: str, counts: Counter, domain_bytes_in: Counter) -> dict[str, Any]:
+    def _source_record(settings: IngestConfig, name: str, counts: Counter, domain_bytes_in: Counter) -> SourceRecord:
         source = next(s for s in settings.sources if s.name == name)
-        return {
-            "domain_bytes_in": dict(sorted(domain_bytes_in.items(), key=lambda kv: (-kv[1], kv[0]))),
-            "kind": source.kind, "category": source.category, "licence": source.licence, "homepage": source.homepage,
-            "collected": source.collected, "repo": source.repo, "hf_config": source.hf_config,
-            "opt_out": source.opt_out.model_dump(mode="json"), "counts": dict(sorted(counts.items())),
-        }
+        return SourceRecord(
+            kind=source.kind, category=source.category, licence=source.licence, homepage=source.homepage,
+            collected=source.collected, repo=source.repo, hf_config=source.hf_config,
+            opt_out=OptOut.model_validate(source.opt_out.model_dump(mode="json")), counts=dict(sorted(counts.items())),
+            domain_bytes_in=_largest_first(domain_bytes_in))
 
 
 def _pack(pieces: list[Piece], max_bytes: int, max_files: int) -> list[list[Piece]]:
@@ -377,14 +375,13 @@ def _link_part(src: Path, dst: Path) -> None:
         shutil.copyfile(src, dst)
 
 
+def _largest_first(counts: Counter) -> dict[str, int]:
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def _per_filter_counts(removed: Counter) -> dict[str, int]:
     """Every known filter gets a row, zero included, so a filter that never fired is visible as such."""
-    from stages.ingest.langid import REJECT_REASONS
-    from stages.ingest.process import BLOCKLIST, EMPTY, OPT_OUT
-    from stages.ingest.quality import QUALITY_REASONS
-
-    names = [EMPTY, OPT_OUT, BLOCKLIST, *REJECT_REASONS, *QUALITY_REASONS, EXACT_DUP, NEAR_DUP]
-    out = {n: int(removed.get(n, 0)) for n in names}
+    out = {n: int(removed.get(n, 0)) for n in ALL_REASONS}
     out.update({k: int(v) for k, v in removed.items() if k not in out})
     return out
 
@@ -403,13 +400,14 @@ def _blocklist_signature(settings: IngestConfig) -> list[tuple]:
     return sig
 
 
-def _blocklist_records(settings: IngestConfig, removed: Counter) -> dict[str, Any]:
+def _blocklist_records(settings: IngestConfig, removed: Counter) -> dict[str, BlocklistRecord]:
     """Per block list: where it was read, its version (sha256), its entries and the documents it removed."""
     from stages.ingest.blocklist import load
 
     out = {}
     for cfg in settings.blocklists:
         bl = load(cfg)
-        out[cfg.name] = {"path": cfg.path, "description": cfg.description, "sha256": bl.sha256, "domains": len(bl.domains),
-                         "urls": len(bl.urls), "entries": bl.entries, "removed": int(removed.get(cfg.name, 0))}
+        out[cfg.name] = BlocklistRecord(path=cfg.path, description=cfg.description, sha256=bl.sha256,
+                                        domains=len(bl.domains), urls=len(bl.urls), entries=bl.entries,
+                                        removed=int(removed.get(cfg.name, 0)))
     return out

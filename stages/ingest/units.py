@@ -16,15 +16,21 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class PieceSpec(_Strict):
-    """Part `part` of `parts` of one input file (sources.Piece, as it travels)."""
+class Piece(BaseModel):
+    """Part `part` of `parts` of one input file: what one documents unit reads of it (inputs.split_files)."""
 
-    ref: str
-    key: str
-    size: int
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ref: str  # what to open: a local path, or a path inside the Hugging Face repo
+    key: str  # the file's name relative to the source's root (part of every document id)
+    size: int  # of the whole file
     format: str
     part: int = 0
     parts: int = 1
+
+    @property
+    def bytes(self) -> int:
+        return self.size * (self.part + 1) // self.parts - self.size * self.part // self.parts
 
 
 class Problem(_Strict):
@@ -63,7 +69,7 @@ class DedupSettings(_Strict):
 class DocumentsPayload(Payload):
     lang: str
     source: str
-    pieces: list[PieceSpec]
+    pieces: list[Piece]
     pattern: str | None = None  # no pieces: what was looked for ...
     problem: tuple[str, str] | None = None  # ... and the (reason, message) recorded for it
 
@@ -102,12 +108,22 @@ class RankedUnitPayload(Payload):
     kept: int  # documents the unit kept: what the step's cost follows
 
 
-class SignaturesResult(UnitResult):
-    lang: str
-    docs: int
-    empty_docs: int
-    band_rows: int
+class StepStats(_Strict):
+    """What every dedup step records in its stats.json: the settings its outputs were made under, and counts."""
+
     settings: DedupSettings
+
+
+class SignatureStats(StepStats):
+    """Step 1 (dedup/signatures.py), per documents unit."""
+
+    docs: int
+    empty_docs: int  # sentinel signatures (no text to shingle): exact rows only
+    band_rows: int
+
+
+class SignaturesResult(SignatureStats, UnitResult):
+    lang: str
 
 
 # --- buckets: language x band partition ---------------------------------------------------------------------
@@ -119,8 +135,9 @@ class BucketsPayload(Payload):
     kept: float  # expected documents in the partition
 
 
-class ExactStats(_Strict):
-    settings: DedupSettings
+class ExactStats(StepStats):
+    """Step 2a (dedup/exact.py), per partition."""
+
     partition: int
     rows_read: int
     distinct: int
@@ -128,8 +145,9 @@ class ExactStats(_Strict):
     dropped: int
 
 
-class PairStats(_Strict):
-    settings: DedupSettings
+class PairStats(StepStats):
+    """Step 2b (dedup/buckets.py), per partition."""
+
     partition: int
     rows_read: int
     candidate_docs: int
@@ -153,9 +171,9 @@ class ClustersPayload(Payload):
     kept: int
 
 
-class ClustersResult(UnitResult):
-    lang: str
-    settings: DedupSettings
+class ClusterStats(StepStats):
+    """Step 3 (dedup/clusters.py), per language."""
+
     rule: str
     pairs_read: int
     pairs: int
@@ -167,18 +185,27 @@ class ClustersResult(UnitResult):
     kept_by_greedy_not_by_components: int  # documents the greedy rule keeps, connected components would drop
 
 
-class FilterResult(UnitResult):
+class ClustersResult(ClusterStats, UnitResult):
     lang: str
-    settings: DedupSettings
+
+
+# --- filter: one per documents unit that read documents (RankedUnitPayload) ---------------------------------
+class FilterStats(StepStats):
+    """Step 4 (dedup/filter.py), per documents unit: its published parts and what the record sums of them."""
+
     docs: int
     kept: int
     kept_bytes: int
     kept_chars: int
     kept_words: int
-    exact_duplicate: int
+    exact_duplicate: int  # documents dropped, by reason (reasons.EXACT_DUP, NEAR_DUP)
     near_duplicate: int
     parts: list[PartFile]
     duplicate_parts: list[PartFile]
+
+
+class FilterResult(FilterStats, UnitResult):
+    lang: str
 
 
 DOCUMENTS = Step("documents", DocumentsPayload, DocumentsResult)

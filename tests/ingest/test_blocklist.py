@@ -46,7 +46,7 @@ def test_ut1_folder_and_the_first_list_wins(tmp_path):
 
 
 def test_ingest_removes_blocked_documents_and_records_each_list(tmp_path, udhr_dir):
-    from tests.test_ingest_stage import jsonl_source, manifest, read_lang, run_ingest, udhr_docs
+    from tests.ingest.test_ingest_stage import jsonl_source, manifest, read_lang, run_ingest, udhr_docs
     from tests.conftest import write_config
 
     it = [t for t in udhr_docs(udhr_dir, "it") if len(t.split()) >= 30][:4]

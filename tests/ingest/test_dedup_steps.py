@@ -1,5 +1,5 @@
-"""The dedup steps (stages/ingest/dedup/) against the single-process dedup they replace (dedup/reference.py, what
-the stage's finalize did before), on real Parquet files.
+"""The dedup steps (stages/ingest/dedup/) against the single-process dedup (dedup_reference.py), on real Parquet
+files.
 
 Equality: the same kept rows, the same dropped ids, reasons and duplicate_of as `dedup_in_memory`, on
 generated languages of several units with exact copies, near copies split over units, chains A~B~C, exact
@@ -34,13 +34,15 @@ from stages.ingest.dedup.buckets import find_candidate_pairs
 from stages.ingest.dedup.clusters import connected_components, greedy_first_kept, resolve_clusters
 from stages.ingest.dedup.exact import find_exact_duplicates
 from stages.ingest.dedup.filter import filter_unit
-from stages.ingest.dedup.local import dedup_language, layout
-from stages.ingest.dedup.reference import dedup_in_memory
 from stages.ingest.dedup.signatures import write_signatures
 from stages.ingest.minhash import DedupConfig, NearDuplicateIndex, exact_key, minhash_signatures
-from stages.ingest.process import EXACT_DUP, NEAR_DUP, add_dedup_keys
+from stages.ingest.process import add_dedup_keys
+from stages.ingest.reasons import EXACT_DUP, NEAR_DUP
 from stages.ingest.schema import DOCUMENT_SCHEMA, REJECTED_SCHEMA, UNIT_KEPT_SCHEMA, to_table
+from stages.ingest.units import FilterStats, SignatureStats
 from tests.conftest import write_config
+from tests.ingest.dedup_local import LocalDedup, dedup_language, layout, once
+from tests.ingest.dedup_reference import dedup_in_memory
 
 REPO = Path(__file__).resolve().parents[2]
 LANG = "de"
@@ -98,7 +100,7 @@ def unit_rows(texts: list[str], uid: str, settings: IngestConfig) -> list[dict]:
     return rows
 
 
-def write_units(tmp: Path, units: list[list[str]], dedup_toml: str = "") -> tuple[StageContext, list[Path]]:
+def write_units(tmp: Path, units: list[list[str]], dedup_toml: str = "") -> tuple[StageContext[IngestConfig], list[Path]]:
     """The units' kept.parquet files as the documents step leaves them (rows + dedup keys), in unit order."""
     body = textwrap.dedent(f"""
     [[ingest.sources]]
@@ -110,8 +112,8 @@ def write_units(tmp: Path, units: list[list[str]], dedup_toml: str = "") -> tupl
     [ingest.dedup]
     """) + dedup_toml
     rd, config = resolve(str(write_config(tmp, body, languages=f'["{LANG}"]')), str(tmp / "run"))
-    ctx = StageContext(RunDir(tmp / "run"), config, "ingest", "test", {})
-    settings: IngestConfig = ctx.settings  # type: ignore[assignment]
+    ctx: StageContext[IngestConfig] = StageContext(RunDir(tmp / "run"), config, "ingest", "test", {})
+    settings = ctx.settings
     kept = []
     for r, texts in enumerate(units):
         uid = f"{LANG}-web-{r:05d}"
@@ -122,14 +124,14 @@ def write_units(tmp: Path, units: list[list[str]], dedup_toml: str = "") -> tupl
     return ctx, kept
 
 
-def today(ctx: StageContext, kept: list[Path]) -> tuple[pa.Table, pa.Table]:
+def today(ctx: StageContext[IngestConfig], kept: list[Path]) -> tuple[pa.Table, pa.Table]:
     """(kept rows, duplicate rows) of the single-process dedup over the units in order."""
     return dedup_in_memory(pa.concat_tables(pq.read_table(k) for k in kept), ctx.settings.dedup)
 
 
-def steps(kept: list[Path], work: Path, cfg: DedupConfig, partitions: int, **kw) -> tuple[pa.Table, pa.Table, dict]:
+def steps(kept: list[Path], work: Path, cfg: DedupConfig, partitions: int, **kw) -> tuple[pa.Table, pa.Table, LocalDedup]:
     out = dedup_language(kept, work, cfg, partitions, **kw)
-    filtered = out["folders"]["filtered"]
+    filtered = out.folders.filtered
     return (pa.concat_tables(files.read_parts(d, files.KEPT_PARTS, DOCUMENT_SCHEMA) for d in filtered),
             pa.concat_tables(files.read_parts(d, files.DUPLICATE_PARTS, REJECTED_SCHEMA) for d in filtered), out)
 
@@ -160,9 +162,9 @@ def test_same_rows_and_decisions_as_the_single_process_dedup(planted, tmp_path, 
     assert got_dups.equals(ref_dups)  # the same duplicates, reasons, duplicate_of, in the same order
     reasons = [r for r, _ in decisions(ref_dups).values()]
     assert reasons.count(EXACT_DUP) >= 12 and reasons.count(NEAR_DUP) >= 30  # the planted kinds are there
-    assert sum(s["exact_duplicate"] + s["near_duplicate"] for s in out["stats"]["filter"].values()) == ref_dups.num_rows
-    clusters = out["stats"]["clusters"]
-    assert clusters["pairs_read"] == clusters["pairs"] > 0  # each pair emitted by one band of one partition only
+    assert sum(s.exact_duplicate + s.near_duplicate for s in out.stats.filter.values()) == ref_dups.num_rows
+    clusters = out.stats.clusters
+    assert clusters is not None and clusters.pairs_read == clusters.pairs > 0  # each pair emitted by one band of one partition only
 
 
 def test_duplicate_pair_split_over_units_is_found(planted, tmp_path):
@@ -177,11 +179,12 @@ def test_duplicate_pair_split_over_units_is_found(planted, tmp_path):
         assert len(cross) >= 5 and all(got[d] == v for d, v in cross.items())
         # and the unit holding the duplicate counted it, not the unit of its representative
         for d in cross:
-            assert out["stats"]["filter"][unit_of[d]][reason] >= 1
+            f = out.stats.filter[unit_of[d]]
+            assert {EXACT_DUP: f.exact_duplicate, NEAR_DUP: f.near_duplicate}[reason] >= 1
 
 
 def test_chains_follow_todays_greedy_rule_not_components(planted, tmp_path):
-    """A~B~C with A !~ C: today B goes for A and C stays; connected components would drop C too."""
+    """A~B~C with A !~ C: the greedy rule drops B for A and keeps C; connected components would drop C too."""
     ctx, kept, ref_kept, ref_dups = planted
     cfg = ctx.settings.dedup
     _, comp_dups, out = steps(kept, tmp_path / "components", cfg, 4, rule="components")
@@ -189,14 +192,14 @@ def test_chains_follow_todays_greedy_rule_not_components(planted, tmp_path):
     comp = decisions(comp_dups)
     extra = set(comp) - set(greedy)
     assert extra and set(greedy) <= set(comp)  # the corpus has such chains; components only ever drop more
-    assert len(extra) == out["stats"]["clusters"]["kept_by_greedy_not_by_components"]
+    assert out.stats.clusters is not None and len(extra) == out.stats.clusters.kept_by_greedy_not_by_components
     sig_of = {}
     for path in kept:
         t = pq.read_table(path, columns=["id", "signature"]).to_pylist()
         sig_of.update({r["id"]: np.frombuffer(r["signature"], np.uint32) for r in t})
     min_agree = int(np.ceil(cfg.threshold * cfg.num_perm - 1e-9))
     kept_ids = set(ref_kept.column("id").to_pylist())
-    for doc in extra:  # kept today: its component's first document is no verified LSH candidate of it
+    for doc in extra:  # kept by the greedy rule: its component's first document is no verified LSH candidate of it
         rep = comp[doc][1]
         assert doc in kept_ids and rep in kept_ids
         pair = np.stack([sig_of[rep], sig_of[doc]])
@@ -222,11 +225,11 @@ def test_order_of_units_and_partitions_and_partition_count_change_nothing(plante
         rng = random.Random(seed)
         return lambda xs: rng.sample(xs, len(xs))
 
-    a = dedup_language(kept, tmp_path / "a", cfg, 6)["folders"]
-    b = dedup_language(kept, tmp_path / "b", cfg, 6, order=shuffled(1))["folders"]
-    c = dedup_language(kept, tmp_path / "c", cfg, 2, order=shuffled(2))["folders"]
+    a = dedup_language(kept, tmp_path / "a", cfg, 6).folders
+    b = dedup_language(kept, tmp_path / "b", cfg, 6, order=shuffled(1)).folders
+    c = dedup_language(kept, tmp_path / "c", cfg, 2, order=shuffled(2)).folders
     assert tree_digest(tmp_path / "a") == tree_digest(tmp_path / "b")  # every file of every step, byte for byte
-    for fa, fc in zip(a["filtered"], c["filtered"]):  # the decisions do not depend on the partition count
+    for fa, fc in zip(a.filtered, c.filtered):  # the decisions do not depend on the partition count
         assert tree_digest(fa) == {**tree_digest(fc), "stats.json": tree_digest(fa)["stats.json"]}
         assert json.loads((fa / "stats.json").read_text())["kept"] == json.loads((fc / "stats.json").read_text())["kept"]
 
@@ -308,9 +311,9 @@ def test_pair_step_reads_only_its_partition(tmp_path):
     for partitions in (1, 8):
         where = layout(tmp_path / f"P{partitions}", len(kept), partitions)
         for r, path in enumerate(kept):
-            write_signatures(path, where["signatures"][r], cfg, partitions)
-        peaks[partitions] = _peak(find_candidate_pairs, where["signatures"], 0, where["pairs"][0], cfg, partitions)
-        rows[partitions] = [find_candidate_pairs(where["signatures"], p, where["pairs"][p], cfg, partitions)["rows_read"]
+            write_signatures(path, where.signatures[r], cfg, partitions)
+        peaks[partitions] = _peak(find_candidate_pairs, where.signatures, 0, where.pairs[0], cfg, partitions)
+        rows[partitions] = [find_candidate_pairs(where.signatures, p, where.pairs[p], cfg, partitions).rows_read
                             for p in range(partitions)]
     assert rows[1] == [sum(rows[8])] == [3 * 6000 * cfg.bands]  # each band row read by exactly one partition
     assert max(rows[8]) < 0.2 * rows[1][0]
@@ -318,17 +321,17 @@ def test_pair_step_reads_only_its_partition(tmp_path):
 
 
 def test_pair_step_holds_the_band_keys_not_the_band_rows(tmp_path):
-    """A partition's band rows are 22 bytes on disk and were ~52 bytes a row in memory (every column, concatenated);
-    only the keys need to be held all at once to find the few rows that share one."""
+    """A partition's band rows are 22 bytes on disk, more in memory with every column concatenated; only the keys
+    need to be held all at once to find the few rows that share one."""
     cfg = DedupConfig()
     where = layout(tmp_path, 3, 1)
     for r in range(3):
         synthetic_kept(tmp_path / f"k{r}.parquet", 12000, r)
-        write_signatures(tmp_path / f"k{r}.parquet", where["signatures"][r], cfg, 1)
+        write_signatures(tmp_path / f"k{r}.parquet", where.signatures[r], cfg, 1)
     band_rows = 3 * 12000 * cfg.bands
-    peak = _peak(find_candidate_pairs, where["signatures"], 0, where["pairs"][0], cfg, 1)
+    peak = _peak(find_candidate_pairs, where.signatures, 0, where.pairs[0], cfg, 1)
     assert peak < 24 * band_rows, f"{peak / band_rows:.1f} bytes per band row"
-    stats = json.loads((where["pairs"][0] / "stats.json").read_text())
+    stats = json.loads((where.pairs[0] / "stats.json").read_text())
     assert stats["rows_read"] == band_rows and stats["verified"] == 3 * (12000 // 50 - 1)  # every planted copy
 
 
@@ -339,13 +342,13 @@ def test_candidate_signatures_are_gathered_through_bounded_windows(tmp_path):
     where = layout(tmp_path, 2, 1)
     for r in range(2):
         synthetic_kept(tmp_path / f"k{r}.parquet", 500, r)
-        write_signatures(tmp_path / f"k{r}.parquet", where["signatures"][r], cfg, 1)
+        write_signatures(tmp_path / f"k{r}.parquet", where.signatures[r], cfg, 1)
     rng = np.random.default_rng(0)
     ordinals = [np.unique(rng.integers(0, 500, 120)), np.array([0, 1, 2, 497, 498, 499])]
     docs = np.concatenate([keys.order_keys(r, o) for r, o in enumerate(ordinals)])
-    expected = np.concatenate([np.load(where["signatures"][r] / "signatures.npy")[o] for r, o in enumerate(ordinals)])
+    expected = np.concatenate([np.load(where.signatures[r] / "signatures.npy")[o] for r, o in enumerate(ordinals)])
     for window in (1, 7, 64, 500, 10_000):  # windows ending inside, at and past a unit's last row
-        assert np.array_equal(_gather_signatures(where["signatures"], docs, cfg.num_perm, window_rows=window), expected)
+        assert np.array_equal(_gather_signatures(where.signatures, docs, cfg.num_perm, window_rows=window), expected)
 
 
 def test_signature_step_memory_does_not_grow_with_the_unit(tmp_path):
@@ -370,11 +373,11 @@ def test_cluster_step_memory_follows_pairs_not_documents(tmp_path):
             synthetic_kept(kept[-1], 4000, 100 + e, near_every=10**9)
         where = layout(work, len(kept), 2)
         for r, path in enumerate(kept):
-            write_signatures(path, where["signatures"][r], cfg, 2)
+            write_signatures(path, where.signatures[r], cfg, 2)
         for p in range(2):
-            find_candidate_pairs(where["signatures"], p, where["pairs"][p], cfg, 2)
-        peaks[extra_units] = _peak(resolve_clusters, where["signatures"], where["pairs"], where["clusters"], cfg, 2)
-        assert json.loads((where["clusters"] / "stats.json").read_text())["dropped"] == 999  # 4000 // 4 - 1 copies
+            find_candidate_pairs(where.signatures, p, where.pairs[p], cfg, 2)
+        peaks[extra_units] = _peak(resolve_clusters, where.signatures, where.pairs, where.clusters, cfg, 2)
+        assert json.loads((where.clusters / "stats.json").read_text())["dropped"] == 999  # 4000 // 4 - 1 copies
     assert peaks[6] < 1.3 * peaks[0], peaks
 
 
@@ -382,8 +385,9 @@ def test_cluster_step_memory_follows_pairs_not_documents(tmp_path):
 KILLER = textwrap.dedent("""
     import json, os, sys
     import pyarrow.parquet as pq
-    from stages.ingest.dedup import local
     from stages.ingest.minhash import DedupConfig
+    from stages.ingest.units import ClusterStats, ExactStats, FilterStats, PairStats, SignatureStats
+    from tests.ingest.dedup_local import layout, once
     step, n_writes, args = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
     real, count = pq.ParquetWriter.write_table, [0]
     def dying(self, *a, **k):
@@ -398,17 +402,18 @@ KILLER = textwrap.dedent("""
     from stages.ingest.dedup.filter import filter_unit
     from stages.ingest.dedup.signatures import write_signatures
     cfg, P = DedupConfig(), args["partitions"]
-    where = local.layout(args["work"], len(args["kept"]), P)
+    where = layout(args["work"], len(args["kept"]), P)
     if step == "signatures":
-        write_signatures(args["kept"][0], where["signatures"][0], cfg, P)
+        once(where.signatures[0], SignatureStats, lambda d: write_signatures(args["kept"][0], d, cfg, P))
     elif step == "exact":
-        find_exact_duplicates(where["signatures"], 0, where["exact"][0], cfg, P)
+        once(where.exact[0], ExactStats, lambda d: find_exact_duplicates(where.signatures, 0, d, cfg, P))
     elif step == "pairs":
-        find_candidate_pairs(where["signatures"], 0, where["pairs"][0], cfg, P)
+        once(where.pairs[0], PairStats, lambda d: find_candidate_pairs(where.signatures, 0, d, cfg, P))
     elif step == "clusters":
-        resolve_clusters(where["signatures"], where["pairs"], where["clusters"], cfg, P)
+        once(where.clusters, ClusterStats, lambda d: resolve_clusters(where.signatures, where.pairs, d, cfg, P))
     else:
-        filter_unit(args["kept"][0], where["signatures"][0], 0, where["exact"], where["clusters"], where["filtered"][0], cfg, P)
+        once(where.filtered[0], FilterStats,
+             lambda d: filter_unit(args["kept"][0], where.signatures[0], 0, where.exact, where.clusters, d, cfg, P))
 """)
 
 
@@ -417,7 +422,7 @@ def test_killed_step_leaves_nothing_and_rerun_is_identical(planted, tmp_path, st
     ctx, kept, _, _ = planted
     cfg, P = ctx.settings.dedup, 2
     assert cfg == DedupConfig()
-    ref = dedup_language(kept, tmp_path / "ref", cfg, P)["folders"]
+    ref = dedup_language(kept, tmp_path / "ref", cfg, P).folders
     work = tmp_path / "run"
     where = layout(work, len(kept), P)
     # everything the step needs, then the step killed mid-write
@@ -425,36 +430,40 @@ def test_killed_step_leaves_nothing_and_rerun_is_identical(planted, tmp_path, st
                 "clusters": ["signatures", "pairs"], "filter": ["signatures", "exact", "pairs", "clusters"]}[step]
     for r, path in enumerate(kept):
         if "signatures" in upstream or (step == "signatures" and r > 0):
-            write_signatures(path, where["signatures"][r], cfg, P)
+            write_signatures(path, where.signatures[r], cfg, P)
     for p in range(P):
         if "exact" in upstream:
-            find_exact_duplicates(where["signatures"], p, where["exact"][p], cfg, P)
+            find_exact_duplicates(where.signatures, p, where.exact[p], cfg, P)
         if "pairs" in upstream:
-            find_candidate_pairs(where["signatures"], p, where["pairs"][p], cfg, P)
+            find_candidate_pairs(where.signatures, p, where.pairs[p], cfg, P)
     if "clusters" in upstream:
-        resolve_clusters(where["signatures"], where["pairs"], where["clusters"], cfg, P)
+        resolve_clusters(where.signatures, where.pairs, where.clusters, cfg, P)
     args = json.dumps({"kept": [str(k) for k in kept], "work": str(work), "partitions": P})
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     killed = subprocess.run([sys.executable, "-c", KILLER, step, str(n_writes), args], env=env, capture_output=True, text=True)
     assert killed.returncode == 9, killed.stderr
-    target = {"signatures": where["signatures"][0], "exact": where["exact"][0], "pairs": where["pairs"][0],
-              "clusters": where["clusters"], "filter": where["filtered"][0]}[step]
+    target = {"signatures": where.signatures[0], "exact": where.exact[0], "pairs": where.pairs[0],
+              "clusters": where.clusters, "filter": where.filtered[0]}[step]
     assert not target.exists()  # no half-written output under its final name
     assert [p.name.split(".tmp-")[0] for p in target.parent.glob(f".{target.name}.tmp-*")] == [f".{target.name}"]
-    got = dedup_language(kept, work, cfg, P)["folders"]  # the rerun redoes only what is missing
-    ref_target = {"signatures": ref["signatures"][0], "exact": ref["exact"][0], "pairs": ref["pairs"][0],
-                  "clusters": ref["clusters"], "filter": ref["filtered"][0]}[step]
+    got = dedup_language(kept, work, cfg, P).folders  # the rerun redoes only what is missing
+    ref_target = {"signatures": ref.signatures[0], "exact": ref.exact[0], "pairs": ref.pairs[0],
+                  "clusters": ref.clusters, "filter": ref.filtered[0]}[step]
     assert tree_digest(target) == tree_digest(ref_target)
-    assert all(tree_digest(a) == tree_digest(b) for a, b in zip(got["filtered"], ref["filtered"]))
+    assert all(tree_digest(a) == tree_digest(b) for a, b in zip(got.filtered, ref.filtered))
 
 
 def test_finished_step_is_not_redone(planted, tmp_path):
     ctx, kept, _, _ = planted
     out = tmp_path / "s"
-    first = write_signatures(kept[0], out, ctx.settings.dedup, 2)
+
+    def step(folder: Path) -> SignatureStats:
+        return write_signatures(kept[0], folder, ctx.settings.dedup, 2)
+
+    first = once(out, SignatureStats, step)
     stamp = (out / files.BANDS).stat().st_mtime_ns
     os.utime(kept[0], None)
-    assert write_signatures(kept[0], out, ctx.settings.dedup, 2) == first
+    assert once(out, SignatureStats, step) == first
     assert (out / files.BANDS).stat().st_mtime_ns == stamp
 
 
@@ -462,16 +471,17 @@ def test_finished_step_is_not_redone(planted, tmp_path):
 def test_mismatched_inputs_are_refused(planted, tmp_path):
     ctx, kept, _, _ = planted
     cfg = ctx.settings.dedup
-    folders = dedup_language(kept, tmp_path / "w", cfg, 2)["folders"]
+    folders = dedup_language(kept, tmp_path / "w", cfg, 2).folders
     other = DedupConfig(seed=2)
     with pytest.raises(ValueError, match="dedup settings"):  # band keys of another hash family
-        find_candidate_pairs(folders["signatures"], 0, tmp_path / "x", other, 2)
+        find_candidate_pairs(folders.signatures, 0, tmp_path / "x", other, 2)
     with pytest.raises(ValueError, match="each of the 2 partitions"):  # a partition's pairs missing
-        resolve_clusters(folders["signatures"], folders["pairs"][:1], tmp_path / "y", cfg, 2)
+        resolve_clusters(folders.signatures, folders.pairs[:1], tmp_path / "y", cfg, 2)
     with pytest.raises(ValueError, match="each of the 2 partitions"):
-        filter_unit(kept[0], folders["signatures"][0], 0, folders["exact"][1:], folders["clusters"], tmp_path / "z", cfg, 2)
+        filter_unit(kept[0], folders.signatures[0], 0, folders.exact[1:], folders.clusters, tmp_path / "z", cfg, 2)
     with pytest.raises(ValueError, match="not the file step 1 read"):  # rows of another unit: wrong ordinals
-        filter_unit(kept[2], folders["signatures"][0], 0, folders["exact"], folders["clusters"], tmp_path / "v", cfg, 2)
+        once(tmp_path / "v", FilterStats,
+             lambda d: filter_unit(kept[2], folders.signatures[0], 0, folders.exact, folders.clusters, d, cfg, 2))
     assert not (tmp_path / "v").exists()
     with pytest.raises(FileNotFoundError, match="not finished"):
         find_exact_duplicates([tmp_path / "nothing"], 0, tmp_path / "u", cfg, 2)

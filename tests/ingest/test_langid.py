@@ -6,7 +6,8 @@ language's official translation, one short realistic paragraph per language.
 
 import pytest
 
-from stages.ingest.langid import EU_LANGUAGES, LangIdConfig, LanguageIdentifier, REJECT_REASONS, is_eu
+from stages.ingest.langid import EU_LANGUAGES, LangIdConfig, LanguageIdentifier, is_eu
+from stages.ingest.reasons import LANGID_REASONS
 
 UDHR = {
     "bg": (
@@ -213,7 +214,7 @@ def test_nothing_to_identify(ident):
     assert ident.identify("") == ("und", 0.0)
     assert ident.identify("12345 67 89 -- !!") == ("und", 0.0)
     assert ident.decide("en", "")[2] == "lang_not_eu"
-    assert set(REJECT_REASONS) == {"lang_not_eu", "lang_low_score", "lang_mismatch"}
+    assert set(LANGID_REASONS) == {"lang_not_eu", "lang_low_score", "lang_mismatch"}
 
 
 def test_config_validation():

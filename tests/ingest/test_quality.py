@@ -4,7 +4,8 @@ import random
 
 import pytest
 
-from stages.ingest.quality import QUALITY_REASONS, QualityConfig, QualityThresholds, check_quality
+from stages.ingest.quality import QualityConfig, QualityThresholds, check_quality
+from stages.ingest.reasons import QUALITY_REASONS
 
 PROSE = {
     "en": (

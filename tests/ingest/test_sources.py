@@ -1,5 +1,5 @@
-"""Pieces of input files (stages/ingest/sources.py): however a file is cut, its pieces yield each document and
-each problem exactly once, with the line / row number a reader of the whole file gives it."""
+"""Pieces of input files (stages/ingest/inputs.py, readers.py): however a file is cut, its pieces yield each
+document and each problem exactly once, with the line / row number a reader of the whole file gives it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from stages.ingest.config import SourceConfig
-from stages.ingest.sources import InputFile, Piece, RawDoc, list_files, read_piece, split_files
+from stages.ingest.inputs import InputFile, list_files, split_files
+from stages.ingest.readers import RawDoc, read_piece
+from stages.ingest.units import Piece
 from stages.ingest.stage import _pack
 
 

@@ -1,44 +1,41 @@
 """Step 2b, per partition: verified near-duplicate pairs from the band rows of one partition, all units.
 
-Today (`minhash.NearDuplicateIndex`) a document is compared with every earlier *kept* document that has the
-same key in some band, and is a duplicate when >= threshold of the signature entries agree. Which earlier
-documents are kept is decided in step 3; here we emit every verified pair that could matter:
+A document is a near duplicate of an earlier *kept* document sharing a band key whose signature agrees on
+>= threshold of its entries; which documents are kept is step 3's decision, so this step emits every verified
+pair that could matter:
 - rows sorted by (band, key, exact key, order key): a bucket is a run of equal (band, key), sort-based, no dict;
-- exact copies collapse to their first occurrence: identical texts have identical signatures, so a whole
-  exact group sits in the same buckets and its first member is the only one today's near pass sees (the
-  others were removed by the exact pass before it);
-- every pair of a bucket is a candidate; a pair that shares several bands is emitted only in the lowest band
-  it shares (band keys recomputed from the signatures), so each pair appears once in the whole language;
-- verification reads only the candidates' signature rows from the units' signatures.npy, through memory maps
-  of bounded windows.
-Pairs are generated, filtered and written in chunks of `chunk_pairs` (verifying a chunk gathers both sides'
-signatures: 8192 pairs x 2 x 512 B = 8 MB; 65,536 were 67 MB): memory is the partition's band rows
-plus the candidates' signatures plus one chunk, never a language; of the band rows only the keys are held
-all at once (`_shared_band_rows`). Note the cost today's greedy avoids: a
-bucket of k documents that pass exact dedup gives k(k-1)/2 candidates (see `stats["largest_bucket"]`).
+- exact copies collapse to their first occurrence (identical texts have identical signatures, and the exact
+  pass removes the others before the near pass);
+- a pair that shares several bands is emitted only in the lowest band it shares, so each pair appears once in
+  the whole language;
+- verification reads only the candidates' signature rows, through memory maps of bounded windows.
+Pairs are generated, verified and written in chunks of `chunk_pairs`: memory is the partition's band keys, the
+candidates' signatures and one chunk, never a language.
 
 Output (`out_dir`): pairs.parquet (a, b) with a < b order keys, and stats.json.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from stages.ingest.dedup import files, keys
-from stages.ingest.dedup.atomic import run_step
 from stages.ingest.minhash import DedupConfig
+from stages.ingest.units import PairStats, SignatureStats
 
 
 def find_candidate_pairs(units: Sequence[Path], partition: int, out_dir: Path, cfg: DedupConfig, partitions: int,
-                         *, chunk_pairs: int = 8192, atomic: bool = True) -> dict[str, Any]:
+                         *, chunk_pairs: int = 8192) -> PairStats:
     """`units`: the step-1 folders of one language, in unit order (their position is the unit rank)."""
     if not 0 <= partition < partitions:
         raise ValueError(f"partition {partition} not in 0..{partitions - 1}")
-    return run_step(out_dir, lambda tmp: _find(list(map(Path, units)), partition, tmp, cfg, partitions, chunk_pairs), atomic)
+    return files.run_step(out_dir, lambda folder: _find(list(map(Path, units)), partition, folder, cfg, partitions,
+                                                        chunk_pairs))
 
 
 def bucket_pairs(band: np.ndarray, key: np.ndarray, exact: np.ndarray, order: np.ndarray,
@@ -103,9 +100,8 @@ def bucket_pairs(band: np.ndarray, key: np.ndarray, exact: np.ndarray, order: np
 def _gather_signatures(units: list[Path], docs: np.ndarray, num_perm: int, window_rows: int = 16_384) -> np.ndarray:
     """Signature rows of `docs` (sorted order keys), through memory maps of at most `window_rows` rows.
 
-    Why windows: the file pages a map touches count as the worker's resident memory until the map is closed, and
-    the candidates of a partition touch nearly every page of a unit's signatures.npy (0.5 KB a document: 30 MB
-    for 58k documents measured, ~0.5 GB for a 1 GiB unit). A window holds at most 8 MB of them.
+    Why windows: the pages a map touches count as the worker's resident memory until the map is closed, and a
+    partition's candidates touch nearly every page of a unit's signatures.npy.
     """
     out = np.empty((len(docs), num_perm), dtype=np.uint32)
     ranks, ordinals = keys.unit_rank(docs), keys.ordinal(docs)
@@ -138,10 +134,9 @@ COLUMNS = {"band": np.uint16, "key": np.uint64, "exact": np.uint64, "order": np.
 def _shared_band_rows(units: list[Path], partition: int) -> tuple[int, list[np.ndarray]]:
     """(rows in the partition, the COLUMNS of its rows whose band key occurs more than once), in two passes.
 
-    Why two passes: nearly every band key occurs once, and only the rest can form a bucket. Holding all rows'
-    columns to find them took ~52 bytes a row at the peak (a partition of 500k documents x 16 bands: 400 MB);
-    the first pass keeps only the keys (8 bytes a row, sorted in place), the second keeps the rows whose key is
-    shared, reading the partition's records again; both read one flush of step 1 at a time.
+    Why two passes: nearly every band key occurs once, and only the rest can form a bucket. The first pass keeps
+    only the keys (sorted in place), the second the rows whose key is shared, reading the partition's records
+    again, one flush of step 1 at a time; holding every column of every row would cost several times more.
     """
     def records(unit: Path) -> Iterator[np.ndarray]:  # one flush of step 1 at a time
         return files.iter_partition(unit, files.BANDS, files.BAND_INDEX, files.BAND_RECORD, partition)
@@ -167,11 +162,20 @@ def _shared_band_rows(units: list[Path], partition: int) -> tuple[int, list[np.n
     return sum(counts), [np.concatenate(cols[k]) if cols[k] else np.empty(0, t) for k, t in COLUMNS.items()]
 
 
+@dataclass
+class _PairCounts:
+    """Counted while the candidate chunks stream through verification."""
+
+    candidates: int = 0
+    first_shared_band: int = 0  # candidates emitted in the lowest band their pair shares
+    verified: int = 0
+
+
 def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partitions: int,
-          chunk_pairs: int) -> dict[str, Any]:
+          chunk_pairs: int) -> PairStats:
     settings = files.settings_record(cfg, partitions)
     for unit in units:
-        files.read_finished(unit, "step-1 folder", settings)
+        files.read_finished(unit, "step-1 folder", SignatureStats, settings)
     if cfg.near:
         rows_read, (band, key, exact, order) = _shared_band_rows(units, partition)
     else:
@@ -183,20 +187,20 @@ def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partit
     sigs = _gather_signatures(units, docs, cfg.num_perm)
     band_keys = keys.band_keys(sigs, cfg)
     min_agree = int(np.ceil(cfg.threshold * cfg.num_perm - 1e-9))  # NearDuplicateIndex.add's rule
-    counts = {"candidates": 0, "first_shared_band": 0, "verified": 0}
+    counts = _PairCounts()
 
     def verified() -> Iterator[pa.Table]:
         for a, b, band_of in chunks:
-            counts["candidates"] += len(a)
+            counts.candidates += len(a)
             ia, ib = np.searchsorted(docs, a), np.searchsorted(docs, b)
             own = (band_keys[ia] == band_keys[ib]).argmax(axis=1) == band_of
             ia, ib, a, b = ia[own], ib[own], a[own], b[own]
-            counts["first_shared_band"] += len(a)
+            counts.first_shared_band += len(a)
             ok = np.count_nonzero(sigs[ia] == sigs[ib], axis=1) >= min_agree
-            counts["verified"] += int(ok.sum())
+            counts.verified += int(ok.sum())
             yield pa.table({"a": a[ok], "b": b[ok]}, schema=files.PAIR_SCHEMA)
 
     files.write_batches(tmp / files.PAIRS, files.PAIR_SCHEMA, verified())
-    return {"settings": settings, "partition": partition, "rows_read": rows_read, "candidate_docs": int(len(docs)),
-            "largest_bucket": largest,
-            **counts}
+    return PairStats(settings=settings, partition=partition, rows_read=rows_read, candidate_docs=int(len(docs)),
+                     largest_bucket=largest, candidates=counts.candidates, first_shared_band=counts.first_shared_band,
+                     verified=counts.verified)

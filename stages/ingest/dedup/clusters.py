@@ -1,19 +1,12 @@
 """Step 3, per language: which documents in verified pairs are dropped, and whose duplicate each one is.
 
-Today's rule (`minhash.NearDuplicateIndex`, documents in unit order) is greedy, not transitive: a document is
-a near duplicate of the *first kept* earlier document it is verified-similar to, and a dropped document is
-never a representative. With A~B and B~C but not A~C, today drops B (for A) and keeps C; a connected
-component {A, B, C} would drop C too. The greedy decision depends only on the graph of verified pairs, so it
-is reproduced exactly here, in rounds over the pairs (no Python loop over documents):
-- a document with no earlier neighbour is kept;
-- a document with a kept earlier neighbour is dropped; one whose earlier neighbours are all dropped is kept;
-- repeat until all are decided (each round decides at least the earliest undecided document; in practice a
-  few rounds: chains are short), then `duplicate_of` = the earliest kept earlier neighbour.
-Connected components (min-label propagation with pointer jumping, a vectorised union-find) are computed too:
-for the statistics (clusters, largest, how many documents a transitive rule would drop in addition) and as
-the optional `rule="components"` (datatrove / NeMo Curator semantics: every member but the earliest one of a
-component is dropped, for the earliest). Either way the choice depends only on order keys, never on which
-worker or partition finished first. Memory: the pairs and the documents in them, not the corpus.
+The LSH index's rule (`minhash.NearDuplicateIndex`, documents in unit order) is greedy, not transitive: a
+document is a near duplicate of the *first kept* earlier document it is verified-similar to, and a dropped
+document is never a representative. With A~B and B~C but not A~C it drops B (for A) and keeps C; a connected
+component {A, B, C} would drop C too. That decision depends only on the graph of verified pairs, so it is
+reproduced here exactly, in vectorised rounds over the pairs (`greedy_first_kept`); connected components are
+computed too, for the statistics and as the optional `rule="components"`. Either way the choice depends only on
+order keys, never on which worker or partition finished first.
 
 Output (`out_dir`): near-drops.parquet (doc, rep, rep_id) sorted by doc, and stats.json.
 """
@@ -21,27 +14,27 @@ Output (`out_dir`): near-drops.parquet (doc, rep, rep_id) sorted by doc, and sta
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Literal, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from stages.ingest.dedup import files
-from stages.ingest.dedup.atomic import run_step
 from stages.ingest.minhash import DedupConfig
+from stages.ingest.units import ClusterStats, DedupSettings, PairStats, SignatureStats
 
 Rule = Literal["greedy", "components"]
 _UNDECIDED, _KEPT, _DROPPED = 0, 1, 2
 
 
 def resolve_clusters(units: Sequence[Path], pair_dirs: Sequence[Path], out_dir: Path, cfg: DedupConfig,
-                     partitions: int, *, rule: Rule = "greedy", atomic: bool = True) -> dict[str, Any]:
+                     partitions: int, *, rule: Rule = "greedy") -> ClusterStats:
     """`units`: step-1 folders in unit order (for the representatives' ids); `pair_dirs`: all P step-2b folders."""
     if rule not in ("greedy", "components"):
         raise ValueError(f"rule must be greedy or components, not {rule!r}")
-    return run_step(out_dir, lambda tmp: _resolve(list(map(Path, units)), list(map(Path, pair_dirs)), tmp, cfg,
-                                                  partitions, rule), atomic)
+    return files.run_step(out_dir, lambda folder: _resolve(list(map(Path, units)), list(map(Path, pair_dirs)), folder,
+                                                           cfg, partitions, rule))
 
 
 def greedy_first_kept(lo: np.ndarray, hi: np.ndarray, n: int) -> tuple[np.ndarray, int]:
@@ -96,11 +89,11 @@ def connected_components(lo: np.ndarray, hi: np.ndarray, n: int) -> np.ndarray:
         label = new
 
 
-def _read_pairs(pair_dirs: list[Path], settings: dict[str, Any], partitions: int) -> tuple[np.ndarray, np.ndarray]:
+def _read_pairs(pair_dirs: list[Path], settings: DedupSettings, partitions: int) -> tuple[np.ndarray, np.ndarray]:
     seen = []
     a_parts, b_parts = [], []
     for d in pair_dirs:
-        seen.append(files.read_finished(d, "step-2b folder", settings)["partition"])
+        seen.append(files.read_finished(d, "step-2b folder", PairStats, settings).partition)
         t = pq.read_table(d / files.PAIRS)
         a_parts.append(t.column("a").to_numpy())
         b_parts.append(t.column("b").to_numpy())
@@ -112,10 +105,10 @@ def _read_pairs(pair_dirs: list[Path], settings: dict[str, Any], partitions: int
 
 
 def _resolve(units: list[Path], pair_dirs: list[Path], tmp: Path, cfg: DedupConfig, partitions: int,
-             rule: Rule) -> dict[str, Any]:
+             rule: Rule) -> ClusterStats:
     settings = files.settings_record(cfg, partitions)
     for u in units:
-        files.read_finished(u, "step-1 folder", settings)
+        files.read_finished(u, "step-1 folder", SignatureStats, settings)
     a, b = _read_pairs(pair_dirs, settings, partitions)
     n_pairs_read = len(a)
     idx = np.lexsort((b, a))
@@ -139,9 +132,6 @@ def _resolve(units: list[Path], pair_dirs: list[Path], tmp: Path, cfg: DedupConf
     doc, rep = nodes[dropped], nodes[dup_of[dropped]]
     table = pa.table({"doc": doc, "rep": rep, "rep_id": files.resolve_ids(units, rep)}, schema=files.DROP_SCHEMA)
     files.write_sorted(tmp / files.NEAR_DROPS, table)
-    return {
-        "settings": settings, "rule": rule, "pairs_read": int(n_pairs_read), "pairs": int(len(a)), "docs_in_pairs": n,
-        "components": n_components, "largest_component": largest, "dropped": int(len(dropped)), "rounds": rounds,
-        # documents the greedy rule keeps although a connected-components rule would drop them
-        "kept_by_greedy_not_by_components": greedy_kept - n_components,
-    }
+    return ClusterStats(settings=settings, rule=rule, pairs_read=int(n_pairs_read), pairs=int(len(a)), docs_in_pairs=n,
+                        components=n_components, largest_component=largest, dropped=int(len(dropped)), rounds=rounds,
+                        kept_by_greedy_not_by_components=greedy_kept - n_components)

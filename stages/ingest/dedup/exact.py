@@ -12,29 +12,29 @@ Output (`out_dir`): exact-drops.parquet (doc, rep, rep_id), sorted by doc order 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from stages.ingest.dedup import files, keys
-from stages.ingest.dedup.atomic import run_step
 from stages.ingest.minhash import DedupConfig
+from stages.ingest.units import ExactStats, SignatureStats
 
 
 def find_exact_duplicates(units: Sequence[Path], partition: int, out_dir: Path, cfg: DedupConfig,
-                          partitions: int, *, atomic: bool = True) -> dict[str, Any]:
+                          partitions: int) -> ExactStats:
     """`units`: the step-1 folders of one language, in unit order (their position is the unit rank)."""
     if not 0 <= partition < partitions:
         raise ValueError(f"partition {partition} not in 0..{partitions - 1}")
-    return run_step(out_dir, lambda tmp: _find(list(map(Path, units)), partition, tmp, cfg, partitions), atomic)
+    return files.run_step(out_dir, lambda folder: _find(list(map(Path, units)), partition, folder, cfg, partitions))
 
 
-def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partitions: int) -> dict[str, Any]:
+def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partitions: int) -> ExactStats:
     settings = files.settings_record(cfg, partitions)
     his, los, orders = [], [], []
     for rank, unit in enumerate(units):
-        files.read_finished(unit, "step-1 folder", settings)
+        files.read_finished(unit, "step-1 folder", SignatureStats, settings)
         if not cfg.exact:
             continue
         rec = files.read_partition(unit, files.EXACT_ROWS, files.EXACT_INDEX, files.EXACT_RECORD, partition)
@@ -60,5 +60,5 @@ def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partit
     table = pa.table({"doc": doc, "rep": rep, "rep_id": files.resolve_ids(units, rep)}, schema=files.DROP_SCHEMA)
     files.write_sorted(tmp / files.EXACT_DROPS, table)
     n_groups = int(first.sum())
-    return {"settings": settings, "partition": partition, "rows_read": int(len(idx)), "distinct": n_groups,
-            "groups_with_copies": int(len(np.unique(group_start[dropped]))), "dropped": int(len(dropped))}
+    return ExactStats(settings=settings, partition=partition, rows_read=int(len(idx)), distinct=n_groups,
+                      groups_with_copies=int(len(np.unique(group_start[dropped]))), dropped=int(len(dropped)))

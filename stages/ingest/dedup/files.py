@@ -1,4 +1,5 @@
-"""File names, Parquet helpers and the settings record that ties the outputs of the four steps together.
+"""File names, Parquet helpers, each step's stats.json and the settings record that ties the outputs of the four
+steps together.
 
 Why a settings record: the outputs of one step are only meaningful to the next under the same band layout,
 seed and partition count. Each step records them in its stats.json and the next step refuses outputs made
@@ -9,16 +10,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import ValidationError
 
 from stages.ingest.dedup import keys
-from stages.ingest.dedup.atomic import STATS, finished
 from stages.ingest.minhash import DedupConfig
+from stages.ingest.units import DedupSettings, StepStats
+
+S = TypeVar("S", bound=StepStats)
 
 # step 1, per input unit: fixed-width records grouped by partition (*.bin, and where each partition's records are
 # in each flush: *-index.npy, shape (partitions, flushes, 2): first record, records), the signatures, the ids
@@ -29,6 +34,7 @@ EXACT_DROPS, PAIRS, NEAR_DROPS = "exact-drops.parquet", "pairs.parquet", "near-d
 # step 4, per input unit: bounded parts kept-NNNNN.parquet, duplicates-NNNNN.parquet; kept bytes per domain
 KEPT_PARTS, DUPLICATE_PARTS, DOMAINS = "kept", "duplicates", "domains.parquet"
 
+STATS = "stats.json"  # every step's statistics, written last: the next step reads its settings and partition
 INDEX = "index.json"  # step 1: where each partition's rows are; not statistics, so not in stats.json
 ROW_GROUP = 65_536  # rows per row group of sorted outputs: the granularity of range reads
 IDS_GROUP = 65_536  # documents per row group of ids.parquet: step 3 reads only the groups it needs
@@ -42,32 +48,66 @@ PAIR_SCHEMA = pa.schema([("a", pa.uint64()), ("b", pa.uint64())])
 DROP_SCHEMA = pa.schema([("doc", pa.uint64()), ("rep", pa.uint64()), ("rep_id", pa.string())])
 
 
-def settings_record(cfg: DedupConfig, partitions: int) -> dict[str, Any]:
-    return {"exact": cfg.exact, "near": cfg.near, "num_perm": cfg.num_perm, "bands": cfg.bands, "rows": cfg.rows,
-            "threshold": cfg.threshold, "seed": cfg.seed, "partitions": partitions}
+def settings_record(cfg: DedupConfig, partitions: int) -> DedupSettings:
+    return DedupSettings(exact=cfg.exact, near=cfg.near, num_perm=cfg.num_perm, bands=cfg.bands, rows=cfg.rows,
+                         threshold=cfg.threshold, seed=cfg.seed, partitions=partitions)
 
 
-def read_finished(folder: Path, what: str, settings: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_step(folder: Path, body: Callable[[Path], S]) -> S:
+    """Run `body(folder)` in the step's output folder and record its statistics there, last. The folder is
+    published whole by whoever owns it (the executor renames a unit's folder into place when it is done)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    stats = body(folder)
+    (folder / STATS).write_text(json.dumps(stats.model_dump(mode="json"), sort_keys=True, indent=1))
+    return stats
+
+
+def finished(folder: Path, model: type[S]) -> S | None:
+    """The recorded statistics of a finished step, or None when it has not finished."""
+    path = Path(folder) / STATS
+    if not path.exists():
+        return None
+    try:
+        return model.model_validate_json(path.read_text())
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise ValueError(f"{path}: {'.'.join(map(str, err['loc'])) or 'the file'}: {err['msg']}; it was written by "
+                         f"another version of the step: rerun that step") from None
+
+
+def read_finished(folder: Path, what: str, model: type[S], settings: DedupSettings) -> S:
     """stats.json of a finished step; an unfinished folder or other settings is an error, never skipped."""
-    stats = finished(folder)
+    stats = finished(folder, model)
     if stats is None:
         raise FileNotFoundError(f"{what} {folder} is not finished (no {STATS}): run that step first")
-    if settings is not None and stats.get("settings") != settings:
-        raise ValueError(f"{what} {folder} was made with dedup settings {stats.get('settings')}, "
-                         f"not {settings}: rerun it with the same settings")
+    if stats.settings != settings:
+        raise ValueError(f"{what} {folder} was made with dedup settings {stats.settings.model_dump()}, "
+                         f"not {settings.model_dump()}: rerun it with the same settings")
     return stats
 
 
 def digest_ids(digest: "hashlib._Hash", ids: pa.Array) -> None:
-    """Add a batch of ids to the digest that ties step 4 to the kept.parquet step 1 read: each id and a newline.
-    One join and one update per batch (the same bytes as an update per id, ~1% of a worker's CPU less)."""
+    """Add a batch of ids to the digest that ties step 4 to the kept.parquet step 1 read: each id and a newline
+    (one join and one update per batch: the same bytes as an update per id, for less CPU)."""
     if len(ids):
         digest.update(("\n".join(ids.to_pylist()) + "\n").encode())
 
 
-def read_index(unit: Path) -> dict[str, Any]:
-    """Step 1's index: documents, first ordinal per ids row group, digest of the ids."""
-    return json.loads((Path(unit) / INDEX).read_text())
+@dataclass(frozen=True)
+class SignatureIndex:
+    """Step 1's index.json: what step 4 checks it reads the same kept.parquet by, and where each id is."""
+
+    docs: int
+    ids_groups: list[int]  # the first ordinal of each row group of ids.parquet
+    ids_sha256: str  # over the ids in order (digest_ids)
+
+    def write(self, unit: Path) -> None:
+        (Path(unit) / INDEX).write_text(json.dumps(asdict(self)))
+
+
+def read_index(unit: Path) -> SignatureIndex:
+    return SignatureIndex(**json.loads((Path(unit) / INDEX).read_text()))
 
 
 def _spans(unit: Path, index_name: str, partition: int) -> np.ndarray:
@@ -97,13 +137,13 @@ def read_partition(unit: Path, name: str, index_name: str, dtype: np.dtype, part
     return np.concatenate(parts) if parts else np.empty(0, dtype)
 
 
-def lookup_ids(unit: Path, index: dict[str, Any], ordinals: np.ndarray) -> pa.Array:
+def lookup_ids(unit: Path, index: SignatureIndex, ordinals: np.ndarray) -> pa.Array:
     """Ids of some documents of one unit, reading only the row groups of ids.parquet that hold them."""
-    firsts = np.asarray(index["ids_groups"], dtype=np.int64)
+    firsts = np.asarray(index.ids_groups, dtype=np.int64)
     group = np.searchsorted(firsts, ordinals, side="right") - 1
     needed = np.unique(group)
     table = pq.ParquetFile(Path(unit) / IDS).read_row_groups(needed.tolist(), columns=["id"])
-    sizes = np.diff(np.append(firsts, index["docs"]))[needed]
+    sizes = np.diff(np.append(firsts, index.docs))[needed]
     base = np.cumsum(sizes) - sizes  # where each needed group starts in `table`
     pos = base[np.searchsorted(needed, group)] + (ordinals - firsts[group])
     return table.column("id").take(pa.array(pos)).combine_chunks()

@@ -5,7 +5,7 @@ order key, so a unit reads only its own range of each (row-group statistics skip
 kept.parquet once in batches. The outputs are the stage's published parts (DOCUMENT_SCHEMA for kept rows,
 REJECTED_SCHEMA with `reason` and `duplicate_of` for duplicates, at most `part_rows` rows a file), in document
 order: concatenated in unit order they are the single-process dedup's data/<lang> table and the duplicate part of
-its rejected/<lang> table (reference.py). The unit also sums what the stage's record needs of its kept rows
+its rejected/<lang> table. The unit also sums what the stage's record needs of its kept rows
 (bytes, characters, words; bytes per registrable domain).
 
 Output (`out_dir`): kept-NNNNN.parquet, duplicates-NNNNN.parquet, domains.parquet (domain, bytes), stats.json.
@@ -15,32 +15,34 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from stages.ingest.dedup import files, keys
-from stages.ingest.dedup.atomic import run_step
 from stages.ingest.minhash import DedupConfig
 from stages.ingest.parts import PartWriter
-from stages.ingest.process import BATCH_DOCS, EXACT_DUP, NEAR_DUP, NO_DOMAIN
+from stages.ingest.process import BATCH_DOCS, NO_DOMAIN
+from stages.ingest.reasons import EXACT_DUP, NEAR_DUP
 from stages.ingest.schema import DOCUMENT_SCHEMA, REJECTED_SCHEMA
+from stages.ingest.units import ClusterStats, ExactStats, FilterStats, SignatureStats
 
 DOMAIN_SCHEMA = pa.schema([("domain", pa.string()), ("bytes", pa.int64())])
 
 
 def filter_unit(kept: Path, signatures_dir: Path, rank: int, exact_dirs: Sequence[Path], near_dir: Path | None,
                 out_dir: Path, cfg: DedupConfig, partitions: int, *, batch_rows: int = BATCH_DOCS,
-                part_rows: int = 2**62, keep_duplicates: bool = True, atomic: bool = True) -> dict[str, Any]:
+                part_rows: int = 2**62, keep_duplicates: bool = True) -> FilterStats:
     """`kept`: the unit's kept.parquet (as given to step 1); `signatures_dir`: its step-1 folder; `rank`: its
     position in the language's units; `exact_dirs`: all P step-2a folders (ignored with exact off);
     `near_dir`: the language's step-3 folder (None with near off); `keep_duplicates`: write the duplicates' rows
     (they are counted either way)."""
-    return run_step(out_dir, lambda tmp: _filter(Path(kept), Path(signatures_dir), rank, list(map(Path, exact_dirs)),
-                                                 near_dir and Path(near_dir), tmp, cfg, partitions, batch_rows,
-                                                 part_rows, keep_duplicates), atomic)
+    return files.run_step(out_dir, lambda folder: _filter(Path(kept), Path(signatures_dir), rank,
+                                                          list(map(Path, exact_dirs)), near_dir and Path(near_dir),
+                                                          folder, cfg, partitions, batch_rows, part_rows,
+                                                          keep_duplicates))
 
 
 def unit_drops(rank: int, exact_dirs: list[Path], near_dir: Path | None, cfg: DedupConfig,
@@ -50,7 +52,7 @@ def unit_drops(rank: int, exact_dirs: list[Path], near_dir: Path | None, cfg: De
     first, last = keys.unit_range(rank)
     tables, reasons = [], []
     if cfg.exact:
-        seen = sorted(files.read_finished(d, "step-2a folder", settings)["partition"] for d in exact_dirs)
+        seen = sorted(files.read_finished(d, "step-2a folder", ExactStats, settings).partition for d in exact_dirs)
         if seen != list(range(partitions)):
             raise ValueError(f"step 4 needs the exact drops of each of the {partitions} partitions once; got {seen}")
         for d in exact_dirs:
@@ -60,7 +62,7 @@ def unit_drops(rank: int, exact_dirs: list[Path], near_dir: Path | None, cfg: De
     if cfg.near:
         if near_dir is None:
             raise ValueError("near dedup is on: step 4 needs the language's step-3 folder")
-        files.read_finished(near_dir, "step-3 folder", settings)
+        files.read_finished(near_dir, "step-3 folder", ClusterStats, settings)
         t = files.read_range(near_dir / files.NEAR_DROPS, "doc", first, last)
         tables.append(t)
         reasons.append(np.ones(t.num_rows, dtype=np.int8))
@@ -77,11 +79,11 @@ def unit_drops(rank: int, exact_dirs: list[Path], near_dir: Path | None, cfg: De
 
 
 def _filter(kept: Path, signatures_dir: Path, rank: int, exact_dirs: list[Path], near_dir: Path | None, tmp: Path,
-            cfg: DedupConfig, partitions: int, batch_rows: int, part_rows: int, keep_duplicates: bool) -> dict[str, Any]:
+            cfg: DedupConfig, partitions: int, batch_rows: int, part_rows: int, keep_duplicates: bool) -> FilterStats:
     import pyarrow.compute as pc
 
     settings = files.settings_record(cfg, partitions)
-    files.read_finished(signatures_dir, "step-1 folder", settings)
+    files.read_finished(signatures_dir, "step-1 folder", SignatureStats, settings)
     step1 = files.read_index(signatures_dir)
     drop_ord, drop_reason, drop_rep = unit_drops(rank, exact_dirs, near_dir, cfg, partitions)
     reason_names = pa.array([EXACT_DUP, NEAR_DUP], pa.string())
@@ -89,12 +91,10 @@ def _filter(kept: Path, signatures_dir: Path, rank: int, exact_dirs: list[Path],
     start = 0
     kept_out = PartWriter(tmp, files.KEPT_PARTS, DOCUMENT_SCHEMA, part_rows)
     dup_out = PartWriter(tmp, files.DUPLICATE_PARTS, REJECTED_SCHEMA, part_rows, enabled=keep_duplicates)
-    sums = {"kept": 0, "kept_bytes": 0, "kept_chars": 0, "kept_words": 0}
+    kept_docs = kept_bytes = kept_chars = kept_words = 0
     domains: dict[str, int] = {}
-    # One batch at a time (by default one row group of kept.parquet, as the documents step wrote it), only the
-    # columns written (not the dedup keys: the signature alone is 512 bytes a row), decoded on this thread:
-    # Arrow's reader threads each keep their own allocator arena and buffers, which measured +40 MB of peak RSS
-    # for no CPU saved in a worker that has one core anyway.
+    # One batch at a time (by default one row group of kept.parquet), only the columns written (not the dedup
+    # keys), decoded on this thread: Arrow's reader threads cost a worker of one core memory, not time.
     batches = pq.ParquetFile(kept, pre_buffer=False).iter_batches(batch_size=batch_rows, columns=DOCUMENT_SCHEMA.names,
                                                                   use_threads=False)
     for batch in batches:
@@ -107,9 +107,10 @@ def _filter(kept: Path, signatures_dir: Path, rank: int, exact_dirs: list[Path],
         keep = table.filter(pa.array(~is_dup)).cast(DOCUMENT_SCHEMA)
         if keep.num_rows:
             kept_out.write(keep)
-            sums["kept"] += keep.num_rows
-            for name in ("bytes", "chars", "words"):
-                sums[f"kept_{name}"] += int(pc.sum(keep.column(f"n_{name}")).as_py() or 0)
+            kept_docs += keep.num_rows
+            kept_bytes += int(pc.sum(keep.column("n_bytes")).as_py() or 0)
+            kept_chars += int(pc.sum(keep.column("n_chars")).as_py() or 0)
+            kept_words += int(pc.sum(keep.column("n_words")).as_py() or 0)
             domain = pc.if_else(pc.equal(pc.fill_null(keep.column("domain"), ""), ""), NO_DOMAIN, keep.column("domain"))
             grouped = pa.table({"domain": domain, "n_bytes": keep.column("n_bytes")}).group_by("domain").aggregate([("n_bytes", "sum")])
             for d, b in zip(grouped.column("domain").to_pylist(), grouped.column("n_bytes_sum").to_pylist()):
@@ -121,11 +122,12 @@ def _filter(kept: Path, signatures_dir: Path, rank: int, exact_dirs: list[Path],
             dup_out.write(dups.cast(REJECTED_SCHEMA))
         start += m
     parts, dup_parts = kept_out.close(), dup_out.close()
-    if start != step1["docs"] or digest.hexdigest() != step1["ids_sha256"]:
+    if start != step1.docs or digest.hexdigest() != step1.ids_sha256:
         raise ValueError(f"{kept} is not the file step 1 read into {signatures_dir} (other rows or order): "
                          "rerun step 1 on it")
     names = sorted(domains)
     pq.write_table(pa.table({"domain": names, "bytes": [domains[d] for d in names]}, schema=DOMAIN_SCHEMA),
                    tmp / files.DOMAINS)
-    return {"settings": settings, "docs": start, **sums, EXACT_DUP: int((drop_reason == 0).sum()),
-            NEAR_DUP: int((drop_reason == 1).sum()), "parts": parts, "duplicate_parts": dup_parts}
+    return FilterStats(settings=settings, docs=start, kept=kept_docs, kept_bytes=kept_bytes, kept_chars=kept_chars,
+                       kept_words=kept_words, exact_duplicate=int((drop_reason == 0).sum()),
+                       near_duplicate=int((drop_reason == 1).sum()), parts=parts, duplicate_parts=dup_parts)

@@ -1,14 +1,10 @@
 """Step 1, per input unit: a unit's kept documents -> its dedup keys on disk, grouped by partition.
 
 Why: the later steps must see every document of a language, but no worker may hold a language. So each unit
-writes, once, what the others need from it: for every non-empty document one record per LSH band (band, band
-key, 64-bit exact key, ordinal) and for every document one exact record (128-bit exact key, ordinal), as raw
-fixed-width records grouped by partition (a bucket's rows all land in one partition) with an index of where
-each partition's records are in each flush, so a partition's unit reads its rows with one seek per flush;
-plus its signatures as a memory-mappable array (a candidate pair is verified by reading two rows, not a unit)
-and its ids (a representative's id is looked up, not carried in every record). The unit's rows stream through
-in batches; at most `buffer_rows` band records are held before they are written, so memory does not grow with
-the unit.
+writes, once, what the others need from it: its band and exact records as raw fixed-width records grouped by
+partition (a partition's unit reads its rows with one seek per flush), its signatures as a memory-mappable
+array (a pair is verified by reading two rows) and its ids (looked up, not carried in every record). Rows stream
+through in batches; at most `buffer_rows` band records are held, so memory does not grow with the unit.
 
 Folder (`out_dir`): bands.bin + bands-index.npy, exact.bin + exact-index.npy, signatures.npy, ids.parquet,
 index.json (documents, the ids' first ordinal per row group, a digest of the ids: step 4 checks it reads the
@@ -18,28 +14,24 @@ same kept.parquet in the same order), stats.json (counts and settings).
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from stages.ingest.dedup import files, keys
-from stages.ingest.dedup.atomic import run_step
 from stages.ingest.minhash import DedupConfig
+from stages.ingest.units import SignatureStats
 
 
 def write_signatures(kept: Path, out_dir: Path, cfg: DedupConfig, partitions: int, *,
-                     batch_rows: int = 4096, buffer_rows: int = 262_144, atomic: bool = True) -> dict[str, Any]:
-    """Write the dedup keys of `kept` (a Parquet with id, signature, exact_key in document order) to `out_dir`.
-
-    Returns (and records) the statistics: docs, empty_docs (sentinel signatures: exact rows only), band_rows.
-    """
+                     batch_rows: int = 4096, buffer_rows: int = 262_144) -> SignatureStats:
+    """Write the dedup keys of `kept` (a Parquet with id, signature, exact_key in document order) to `out_dir`;
+    returns (and records) the statistics."""
     if partitions < 1:
         raise ValueError("partitions must be >= 1")
-    return run_step(out_dir, lambda tmp: _write(Path(kept), tmp, cfg, partitions, batch_rows, buffer_rows), atomic)
+    return files.run_step(out_dir, lambda folder: _write(Path(kept), folder, cfg, partitions, batch_rows, buffer_rows))
 
 
 class _PartitionedWriter:
@@ -101,7 +93,7 @@ def _signature_matrix(column: pa.ChunkedArray | pa.Array, num_perm: int) -> np.n
                          offset=fixed.offset * width).reshape(len(fixed), num_perm)
 
 
-def _write(kept: Path, tmp: Path, cfg: DedupConfig, partitions: int, batch_rows: int, buffer_rows: int) -> dict[str, Any]:
+def _write(kept: Path, tmp: Path, cfg: DedupConfig, partitions: int, batch_rows: int, buffer_rows: int) -> SignatureStats:
     pf = pq.ParquetFile(kept, pre_buffer=False)  # pre-buffering would read all the row groups at once
     n = pf.metadata.num_rows
     # A plain .npy written by appending (not a memory map: its dirty pages would count as the worker's memory)
@@ -147,5 +139,5 @@ def _write(kept: Path, tmp: Path, cfg: DedupConfig, partitions: int, batch_rows:
     exact.close(tmp / files.EXACT_INDEX)
     if start != n:
         raise RuntimeError(f"{kept}: read {start} rows, the file says {n}")
-    (tmp / files.INDEX).write_text(json.dumps({"docs": n, "ids_groups": ids_groups, "ids_sha256": ids_digest.hexdigest()}))
-    return {"docs": n, "empty_docs": empty_docs, "band_rows": bands.rows, "settings": files.settings_record(cfg, partitions)}
+    files.SignatureIndex(docs=n, ids_groups=ids_groups, ids_sha256=ids_digest.hexdigest()).write(tmp)
+    return SignatureStats(settings=files.settings_record(cfg, partitions), docs=n, empty_docs=empty_docs, band_rows=bands.rows)

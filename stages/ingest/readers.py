@@ -1,52 +1,36 @@
-"""Reading documents from the declared sources: which files a (source, language) has, how they split into pieces
-of bounded size, and the documents of one piece.
+"""Reading one piece of an input file (inputs.py): the per-format readers, each yielding the piece's documents
+as `RawDoc`s and, for input it cannot use, `InputProblem`s that name the file, the line and the fix.
 
-Why pieces: a unit of work must stay bounded whatever the corpus looks like (one 40 GB JSONL file, or FineWeb-2's
-Parquet files of a language), so every file is cut into `ceil(size / max_unit_bytes)` pieces when it is planned,
-from its size alone (planning reads no input):
+A piece holds each of its file's documents exactly once, with the same line / row number (the document's
+`index`) as a reader of the whole file gives it:
 - JSONL and line/paragraph text: byte ranges; a line belongs to the range its first byte lies in, a paragraph to
-  the range its first line starts in; the reader of a range finds those boundaries itself;
+  the range its first line starts in; the reader of a range finds those boundaries itself, and counts the
+  newlines before it (a sequential read of that prefix) to number its lines;
 - Parquet (local or in a Hugging Face dataset repo): piece k of K reads the row groups g with g * K // G == k;
 - whole files: UDHR HTML, one-document text files, compressed JSONL.
-So the pieces of a file hold each of its documents exactly once, with the same line / row number (the
-document's `index`) as a reader of the whole file gives it. A piece that starts inside a file counts the
-newlines before it (a sequential read of that prefix, GB/s) to number its lines.
-
-Hugging Face datasets are read by their data files (FineWeb-2: `data/<config>/train/*.parquet`), listed with
-`huggingface_hub`'s HfFileSystem as the dataset card's `configs` declare them, or in a local copy of the repo
-(`local_dir`, or `repo` naming a folder): many bounded units per language instead of one stream.
-
-Every reader yields `RawDoc`s and, for input it cannot use, `InputProblem`s that name the file, the line and
-the fix; the caller decides (on_error) whether a problem skips the input or fails the stage. Nothing is
-dropped without a record. A problem with a whole file (unreadable footer, missing column) is reported by its
-first piece only, so it is recorded once.
+The caller decides (on_error) whether a problem skips the input or fails the stage; nothing is dropped without a
+record. A problem with a whole file (unreadable footer, missing column) is reported by its first piece only, so
+it is recorded once.
 """
 
 from __future__ import annotations
 
-import glob
-import hashlib
 import json
-import math
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import IO, Any, Iterator
-from urllib.parse import quote
 
 import orjson
 
-from pipeline.languages import expand_template, language
 from pipeline.retry import is_transient, on_last_try
 from pipeline.secrets import redact_text
-from pipeline.stage import InputError
 from stages.ingest.config import SourceConfig
+from stages.ingest.inputs import COMPRESSED, hub_root, list_files
+from stages.ingest.units import Piece
 
-HF_PREFIX = "hf://"
-_HUB_FORMATS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
-_COMPRESSED = (".gz", ".bz2", ".xz", ".zst")
 _CHUNK = 16 << 20  # bytes per read when counting the newlines before a piece
 
 
@@ -65,184 +49,7 @@ class InputProblem:
     reason: str  # short stable key, e.g. "invalid_utf8"
     message: str  # one sentence naming the problem and the fix
 
-    def record(self) -> dict:
-        return {"input": self.input, "line": self.line, "reason": self.reason, "message": self.message}
 
-
-@dataclass(frozen=True, slots=True)
-class InputFile:
-    ref: str  # what to open: a local path, or a path inside the Hugging Face repo
-    key: str  # the file's name relative to the source's root (part of every document id)
-    size: int  # bytes on disk (compressed where it is compressed)
-    format: str  # jsonl | parquet | text | udhr
-    whole: bool = False  # cannot be split (one document per file, compressed, HTML)
-
-
-@dataclass(frozen=True, slots=True)
-class Piece:
-    """Part `part` of `parts` of one input file: what one unit reads of it (JSON-able, travels in a unit)."""
-
-    ref: str
-    key: str
-    size: int  # of the whole file
-    format: str
-    part: int = 0
-    parts: int = 1
-
-    @property
-    def bytes(self) -> int:
-        return self.size * (self.part + 1) // self.parts - self.size * self.part // self.parts
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Piece:
-        return cls(**d)
-
-
-# --- what a source holds ---------------------------------------------------------------------------------
-def list_files(source: SourceConfig, lang: str) -> tuple[list[InputFile], str]:
-    """The input files of a source for one language, sorted, and what was looked for (for messages)."""
-    if source.kind == "huggingface":
-        return hub_files(source, lang)
-    if source.kind == "udhr":
-        path = Path(expand_template(source.path, lang)) / f"{language(lang).udhr}.html"
-        files = [InputFile(str(path), path.name, path.stat().st_size, "udhr", True)] if path.is_file() else []
-        return files, str(path)
-    pattern = expand_template(source.path, lang)
-    head = re.split(r"[*?\[]", pattern, maxsplit=1)[0]
-    root = None if head == pattern else os.path.dirname(head)  # no wildcard: a single file, keyed by its name
-    whole = source.kind == "text" and source.text_unit == "file"
-    files = []
-    for p in sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p)):
-        key = os.path.basename(p) if root is None else os.path.relpath(p, root)
-        files.append(InputFile(p, key, os.path.getsize(p), source.kind, whole or p.endswith(_COMPRESSED)))
-    return files, pattern
-
-
-def split_files(files: list[InputFile], max_bytes: int) -> list[Piece]:
-    """Each file as ceil(size / max_bytes) pieces (one for a file that cannot be split), in file order."""
-    out = []
-    for f in files:
-        parts = 1 if f.whole else max(1, math.ceil(f.size / max_bytes))
-        out += [Piece(f.ref, f.key, f.size, f.format, k, parts) for k in range(parts)]
-    return out
-
-
-def list_inputs(source: SourceConfig, lang: str) -> list[str]:
-    """The refs of a source's inputs for one language (local paths, or paths inside the Hub repo)."""
-    return [f.ref for f in list_files(source, lang)[0]]
-
-
-def document_id(source: str, lang: str, key: str, index: int) -> str:
-    """Stable id from where the document came from, so reruns and resumed runs produce the same ids. The language
-    is part of it: two languages read from the same file layout (`data/{lang}/1.jsonl`) never share an id."""
-    return hashlib.sha1(f"{source}\x00{lang}\x00{key}\x00{index}".encode()).hexdigest()[:20]
-
-
-# --- Hugging Face dataset repos ----------------------------------------------------------------------------
-class HubUnavailable(InputError):
-    """A dataset repo that cannot be listed; `transient`: a time-out or dropped connection (try again), not a
-    wrong name or an offline machine."""
-
-    def __init__(self, message: str, transient: bool):
-        super().__init__(message)
-        self.transient = transient
-
-
-def hub_root(source: SourceConfig) -> tuple[Any, str, bool]:
-    """(fsspec file system, root path, is it local) of the dataset repo: a local copy when there is one, else
-    the Hub through huggingface_hub's HfFileSystem (`datasets/<repo>@<revision>`)."""
-    local = source.local_dir or (source.repo if source.repo and os.path.isdir(source.repo) else None)
-    if local:
-        import fsspec
-
-        return fsspec.filesystem("file"), os.path.abspath(local), True
-    from huggingface_hub import HfFileSystem
-
-    token = os.environ.get(source.token_env) if source.token_env else None
-    revision = f"@{quote(source.revision, safe='')}" if source.revision else ""
-    return HfFileSystem(token=token), f"datasets/{source.repo}{revision}", False
-
-
-def hub_repo_id(source: SourceConfig) -> str:
-    """The name documents keep: the repo id (a local copy is read under its repo's name)."""
-    if source.repo and os.path.isdir(source.repo) and not source.local_dir:
-        return os.path.basename(os.path.normpath(source.repo))
-    return source.repo or ""
-
-
-def card_patterns(fs, root: str, config: str, split: str) -> tuple[list[str], str]:
-    """The data-file patterns of (config, split) from the dataset card's `configs` (the convention `datasets`
-    follows), or `data/<config>/<split>/*` when the card declares none. Returns (patterns, where they came from)."""
-    fallback = [f"data/{config}/{split}/*", f"{config}/{split}/*"]
-    try:
-        with fs.open(f"{root}/README.md", "rb") as f:
-            card = f.read().decode("utf-8", "replace")
-    except FileNotFoundError:
-        return fallback, "no dataset card: default layout"
-    match = re.match(r"^---\s*\n(.*?)\n---\s*(\n|$)", card, re.S)
-    if not match:
-        return fallback, "dataset card without metadata: default layout"
-    import yaml
-
-    meta = yaml.safe_load(match.group(1)) or {}
-    configs = meta.get("configs") or []
-    if not configs:
-        return fallback, "dataset card declares no configs: default layout"
-    entry = next((c for c in configs if c.get("config_name", "default") == config), None)
-    if entry is None:
-        return [], f"the dataset card has no config {config!r}"
-    data_files = entry.get("data_files") or []
-    if isinstance(data_files, (str, dict)):
-        data_files = [data_files] if isinstance(data_files, str) else [{"split": k, "path": v} for k, v in data_files.items()]
-    patterns: list[str] = []
-    for item in data_files:
-        if isinstance(item, str):
-            if split == "train":  # a bare pattern is the train split
-                patterns.append(item)
-        elif item.get("split", "train") == split:
-            path = item.get("path", [])
-            patterns += [path] if isinstance(path, str) else list(path)
-    return patterns, f"dataset card config {config!r} split {split!r}"
-
-
-def hub_files(source: SourceConfig, lang: str) -> tuple[list[InputFile], str]:
-    config = expand_template(source.hf_config, lang) if source.hf_config else "default"
-    fs, root, local = hub_root(source)
-    what = f"{source.repo} config {config} split {source.split}"
-    try:
-        patterns, origin = card_patterns(fs, root, config, source.split)
-        found: dict[str, int] = {}
-        for pattern in patterns:
-            for path, info in fs.glob(f"{root}/{pattern.lstrip('/')}", detail=True).items():
-                if info.get("type", "file") == "file":
-                    found[path] = int(info.get("size") or 0)
-    except Exception as e:  # network, auth, offline mode: all mean "cannot list this repo" (now)
-        msg = redact_text(str(e).splitlines()[0] if str(e) else type(e).__name__)
-        transient = is_transient(e) and type(e).__name__ != "OfflineModeIsEnabled"  # HF_HUB_OFFLINE is no blip
-        raise HubUnavailable(f"source {source.name}: cannot list the data files of {what} ({type(e).__name__}: {msg}); "
-                             f"check the repo id, hf_config, network access to the Hub and token_env, or read a local "
-                             f"copy (local_dir){'; it may work on a second try' if transient else ''}", transient) from None
-    what += f" ({origin}: {', '.join(patterns) or 'no pattern'})"
-    files = []
-    prefix = root.rstrip("/") + "/"
-    for path, size in sorted(found.items()):
-        rel = path[len(prefix):] if path.startswith(prefix) else path
-        name = rel.lower()
-        compressed = name.endswith(_COMPRESSED)
-        suffix = os.path.splitext(name[: name.rfind(".")] if compressed else name)[1]
-        fmt = _HUB_FORMATS.get(suffix)
-        if fmt is None:
-            raise InputError(f"source {source.name}: data file {rel} of {what} is neither Parquet nor JSON lines; "
-                             f"convert it, or point hf_config / revision at the Parquet conversion (refs/convert/parquet)")
-        # JSON lines on the Hub are read whole: numbering the lines of a later piece would read its prefix over HTTP
-        files.append(InputFile(rel, f"{HF_PREFIX}{hub_repo_id(source)}/{rel}", size, fmt, compressed or (fmt != "parquet" and not local)))
-    return files, what
-
-
-# --- reading one piece ---------------------------------------------------------------------------------------
 def read_piece(source: SourceConfig, lang: str, piece: Piece) -> Iterator[RawDoc | InputProblem]:
     """The documents of one piece, in file order. A transient failure (a time-out, a dropped connection) is
     raised so that the unit is tried again ([orchestration] retries); on the last try it becomes the problem
@@ -268,7 +75,7 @@ def _read_piece(source: SourceConfig, lang: str, piece: Piece) -> Iterator[RawDo
         fs, root, _ = hub_root(source)
         shown = piece.key
         try:
-            handle = fs.open(f"{root}/{piece.ref}", "rb", compression="infer" if piece.ref.endswith(_COMPRESSED) else None)
+            handle = fs.open(f"{root}/{piece.ref}", "rb", compression="infer" if piece.ref.endswith(COMPRESSED) else None)
         except Exception as e:  # many types; all but time-outs mean "this data file is unusable"
             if is_transient(e):  # a Hub time-out or dropped connection: the unit is tried again ([orchestration] retries)
                 raise
@@ -289,7 +96,7 @@ def _read_piece(source: SourceConfig, lang: str, piece: Piece) -> Iterator[RawDo
     elif source.kind == "text" and source.text_unit == "file":
         yield from _read_text_file(piece.ref)
     else:
-        opener = _open_compressed if piece.ref.endswith(_COMPRESSED) else open
+        opener = _open_compressed if piece.ref.endswith(COMPRESSED) else open
         with opener(piece.ref, "rb") as f:
             if source.kind == "jsonl":
                 yield from _read_jsonl(source, piece.ref, f, piece)
@@ -305,7 +112,7 @@ def read_input(source: SourceConfig, lang: str, ref: str) -> Iterator[RawDoc | I
     if match is None:
         yield InputProblem(ref, None, "missing_file", f"{ref}: file not found; check the source's path")
         return
-    yield from read_piece(source, lang, Piece(match.ref, match.key, match.size, match.format))
+    yield from read_piece(source, lang, Piece(ref=match.ref, key=match.key, size=match.size, format=match.format))
 
 
 def _open_compressed(path: str, mode: str) -> IO[bytes]:
@@ -382,7 +189,7 @@ def _count_newlines(f: IO[bytes], upto: int) -> int:
 
 
 def _fast_json(raw: bytes) -> dict | None:
-    """The line's object parsed by orjson (2x Python's json, and no separate UTF-8 decode), or None where the
+    """The line's object parsed by orjson (faster than Python's json, no separate UTF-8 decode), or None where the
     slow path must decide: a line orjson refuses (invalid UTF-8, malformed, or what only Python's json accepts:
     NaN, lone surrogates) or an object with a float, which may be an integer beyond 64 bits that orjson
     rounds and json keeps exact (an id such as 123456789012345678901234567890 must stay that string)."""

@@ -14,7 +14,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.cli import main
-from pipeline.executor import execute_stage
 from pipeline.status import statuses
 from pipeline.languages import EU_LANGUAGE_CODES
 from pipeline.rundir import RunDir
@@ -27,7 +26,8 @@ PY = sys.executable
 def udhr_docs(udhr_dir: Path, lang: str) -> list[str]:
     """The UDHR of one language as the stage's own reader sees it (preamble + 30 articles)."""
     from stages.ingest.config import SourceConfig
-    from stages.ingest.sources import RawDoc, list_inputs, read_input
+    from stages.ingest.inputs import list_inputs
+    from stages.ingest.readers import RawDoc, read_input
 
     src = SourceConfig(name="u", kind="udhr", path=str(udhr_dir), licence="x", collected="2024-05")
     return [d.text for d in read_input(src, lang, list_inputs(src, lang)[0]) if isinstance(d, RawDoc)]
@@ -344,7 +344,7 @@ def test_kill_and_rerun_gives_identical_output(tmp_path, udhr_dir, step, n):
     ref_dir, run_dir = tmp_path / "ref", tmp_path / "run"
     assert run_ingest(cfg, ref_dir) == 0
     args = ["stage", "ingest", "--config", str(cfg), "--run-dir", str(run_dir)]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     killed = subprocess.run([PY, "-c", KILLER, step, str(n), *args], env=env, capture_output=True, text=True)
     assert killed.returncode == 9, killed.stderr
     assert not (run_dir / "ingest").exists()  # nothing half-published

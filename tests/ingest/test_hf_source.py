@@ -15,9 +15,10 @@ import pytest
 from pipeline.cli import main
 from pipeline.stage import InputError
 from stages.ingest.config import SourceConfig
-from stages.ingest.sources import RawDoc, card_patterns, hub_files, read_piece, split_files
+from stages.ingest.inputs import card_patterns, hub_files, split_files
+from stages.ingest.readers import RawDoc, read_piece
 from tests.conftest import write_config
-from tests.test_ingest_stage import read_lang, udhr_docs
+from tests.ingest.test_ingest_stage import read_lang, udhr_docs
 
 CONFIGS = {"pl": "pol_Latn", "et": "ekk_Latn"}  # FineWeb-2 names Standard Estonian ekk_Latn, not est_Latn
 

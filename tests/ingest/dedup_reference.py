@@ -1,9 +1,8 @@
-"""The single-process dedup the steps replace, kept as the reference they are proven against.
+"""The single-process dedup the steps are proven against: the rule in its plainest form.
 
-Why keep it: it is the rule in its plainest form (one language's kept rows in unit order; exact duplicates by a
-dict of first occurrences; then `minhash.find_duplicates`, the greedy LSH index, over the survivors), which is
-what the ingest stage's finalize did before the dedup became steps. Tests and bench/dedup_equivalence.py compare
-the steps' output with it row for row; the stage never calls it (it holds a whole language in memory).
+One language's kept rows in unit order; exact duplicates by a dict of first occurrences; then
+`minhash.find_duplicates`, the greedy LSH index, over the survivors. Tests and bench/dedup_equivalence.py compare
+the steps' output with it row for row; it holds a whole language in memory, so the stage never runs it.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from stages.ingest.minhash import DedupConfig, find_duplicates
-from stages.ingest.process import EXACT_DUP, NEAR_DUP
+from stages.ingest.reasons import EXACT_DUP, NEAR_DUP
 from stages.ingest.schema import DOCUMENT_SCHEMA, REJECTED_SCHEMA
 
 
