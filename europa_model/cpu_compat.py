@@ -39,7 +39,7 @@ Known on CPU and NOT done here (training-time; see shared/notes/torchtitan-cpu.m
   (start from a seed checkpoint); pipeline parallel fails on torch 2.13's schedule API (not solved).
 - DistMuon's CUDA-only checks and `Stream(device=...)`.
 - Speed, not correctness: on 2 cores set OMP_NUM_THREADS=1; the first torch.compile of
-  `create_block_mask` + `flex_attention` costs ~25-40 s cold (inductor's cache makes reruns ~5 s).
+  `create_block_mask` + `flex_attention` is slow cold (inductor's cache makes reruns fast).
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ class LocalDaskCluster:
 
     def close_meanwhile(self, run_dir: str) -> None:
         """Close on a thread of its own, joined when `started_early` ends: the nannies' graceful stop of their
-        workers takes ~2.6 s here, which the end of the flow (its last states, the log drain) need not wait for.
+        workers takes seconds, which the end of the flow (its last states, the log drain) need not wait for.
         Joined before the temporary server stops: a worker's last logs must still find it."""
         def close() -> None:
             try:

@@ -47,7 +47,7 @@ def open_shards(shards_dir: Path, split: str, languages: list[str] | None = None
     if not index_path.exists():
         raise ShardError(f"{index_path} not found; run the shards stage first (europa stage shards)")
     pool = ShardPool(max_open)
-    root = os.path.join(str(shards_dir), "")  # plain strings: pathlib costs ~15 us per shard, tens of thousands of them
+    root = os.path.join(str(shards_dir), "")  # plain strings: pathlib's per-path cost adds up over tens of thousands of shards
     by_lang: dict[str, list[Shard]] = {}
     with _no_gc():  # hundreds of thousands of new objects: the cyclic GC would rescan them all, again and again
         index = json.loads(index_path.read_text())

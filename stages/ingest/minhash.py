@@ -57,7 +57,7 @@ class DedupConfig(BaseModel):
     partition_docs: int = Field(500_000, ge=1)
     """Kept documents per band partition of the dedup steps (a language of N documents gets ceil(N / this)
     partitions): a buckets unit holds 8 bytes per band row of its partition plus the rows and signatures of its
-    candidates (0.25-0.65 KB per document measured, at 2-20% near copies), so this bounds its memory."""
+    candidates, so this bounds its memory (docs/benchmarks.md has the measured bytes per document)."""
 
     @model_validator(mode="after")
     def _check_bands(self) -> DedupConfig:
