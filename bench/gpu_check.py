@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
 import platform
 import shutil
 import signal
@@ -309,7 +308,8 @@ def _check(args: argparse.Namespace, report: dict, finish) -> int:
         report["error"] = "no CUDA device visible (torch.cuda.is_available() is False); --dry-run checks the plumbing on CPU"
         return finish("no_gpu", 2)
 
-    from stages.pretrain.hardware import JUPITER_BOOSTER, hardware_for
+    from stages.cluster.machine import JUPITER_BOOSTER
+    from stages.pretrain.hardware import hardware_for
 
     hardware = JUPITER_BOOSTER if args.dry_run else hardware_for(env.get("device_name", ""))
     if hardware is None:

@@ -55,13 +55,6 @@ _PARTS: dict[str, StageParts] = {
 # Commands that belong to no stage but to the orchestration layer (e.g. `europa eval-schedule`).
 ORCHESTRATION_COMMANDS: tuple[str, ...] = ("flows.commands",)
 
-# How a stage runs a job on the run's machine besides training (the distributed evaluation): the pretrain stage
-# owns the machine (its [pretrain.slurm] settings and JUPITER's launcher), so it provides the launcher; another
-# stage reaches it here by name, like an engine, never by importing the pretrain stage's internals. A launcher
-# module offers submit_job(config, run_dir, job_dir, *, entry, nodes, time_limit, name, title) -> (job id,
-# script), job_state(job_id) -> str and is_finished(state) -> bool.
-JOB_LAUNCHERS: dict[str, str] = {"slurm": "stages.pretrain.launch.submit"}
-
 # How a pipeline run maps units onto workers: "engine" in [orchestration]. Each is `run(run_dir, stages, forced)`.
 ENGINES: dict[str, str] = {
     "local": "pipeline.executor:run_stages",  # in this process, no Prefect (debugging)

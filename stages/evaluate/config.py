@@ -75,8 +75,8 @@ class EvalTaskConfig(StrictModel):
 
 class EvalJobConfig(StrictModel):
     """Where a checkpoint is scored. `local`: this process loads the whole model (fine while it fits one device).
-    `torchrun` (ranks on this machine) and `slurm` (JUPITER, through the pretrain stage's launcher and its
-    [pretrain.slurm] settings): a job that shards the model as training does, FSDP2 over all ranks and the
+    `torchrun` (ranks on this machine) and `slurm` (JUPITER: on [pretrain.machine] with [pretrain.slurm], submitted
+    through stages/cluster): a job that shards the model as training does, FSDP2 over all ranks and the
     routed experts over `expert_parallel` of them (torchtitan's parallelize), for checkpoints no device holds."""
 
     launcher: Literal["local", "torchrun", "slurm"] = "local"

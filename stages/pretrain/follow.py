@@ -1,77 +1,42 @@
-"""Following a Slurm job of the pretrain stage until it ends: its state (and why it is pending), new complete
-checkpoints, the latest logged step and loss, every `[pretrain.slurm] poll_interval_s`.
+"""Following the training job on Slurm: the cluster's follower (state and pending reason, stages/cluster/follow.py)
+plus, at every poll, the job's new complete checkpoints and its latest logged step and loss.
 
-Each line says something new: the state is shown when it or its reason changes (a job that pends for
-PartitionConfig, asking for more than a node has, says so once, not every minute), and step lines come only
-from metrics logged since this job was submitted, so a new job's id never stands beside the previous job's
-step and loss. When Slurm does not answer (the controller is down or slow) that is said once, and polling
-goes on: it says nothing about the job, which may well be running (stages/pretrain/launch/slurm.py).
+Step lines come only from metrics logged since this job was submitted, so a new job's id never stands beside
+the previous job's step and loss.
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from europa_model.checkpoints import complete_checkpoints
 from pipeline import progress
+from stages.cluster import slurm
+from stages.cluster.follow import JobFollower
+from stages.cluster.slurm import JobStatus
 from stages.pretrain import job as jobdir
-from stages.pretrain.launch import slurm
-from stages.pretrain.launch.slurm import UNREACHABLE, JobStatus
 
 
-class SlurmFollower:
+class TrainingFollower(JobFollower):
     def __init__(self, stage: str, job: Path, poll_s: float):
-        self.stage, self.job, self.poll_s = stage, job, poll_s
-        self.last: JobStatus | None = None  # the newest answer, for the caller's messages
-        self._shown: tuple[str, str, str] | None = None
+        super().__init__(stage, poll_s)
+        self.job = job
         self._seen = {c.step for c in complete_checkpoints(job)}
-
-    def wait_until_known(self, job_id: str) -> JobStatus:
-        """The job's status once Slurm answers about it (never a guess: no resubmission while it may run). Only
-        an unanswered question is reported here; the state itself by whoever acts on it."""
-        while True:
-            status = self._poll(job_id, report=False)
-            if status.state != UNREACHABLE:
-                return status
-            self._report(status)
-            time.sleep(self.poll_s)
+        self._since, self._last_step = 0.0, None
 
     def until_finished(self, job_id: str) -> JobStatus:
-        record = next((r for r in reversed(slurm.submitted_jobs(self.job)) if r["job_id"] == job_id), None)
-        since = slurm.submitted_at(record) if record else 0.0
-        last_step = None
-        while True:
-            status = self._poll(job_id)
-            for c in complete_checkpoints(self.job):
-                if c.step not in self._seen:
-                    self._seen.add(c.step)
-                    progress.note(self.stage, f"Slurm job {job_id}: new checkpoint {c.name}")
-            rows = [r for r in jobdir.metrics(self.job) if r.get("time", 0) >= since]
-            if rows and rows[-1]["step"] != last_step:
-                r, last_step = rows[-1], rows[-1]["step"]
-                progress.note(self.stage, f"Slurm job {job_id} {status.state}: step {r['step']} loss "
-                                          f"{r.get('loss', float('nan')):.4f}, "
-                                          f"{r.get('tokens_per_s_per_device', 0):,.0f} tokens/s per rank")
-            if status.finished:
-                return status
-            time.sleep(self.poll_s)
+        record = next((r for r in reversed(slurm.submitted_jobs(self.job)) if r.job_id == job_id), None)
+        self._since, self._last_step = (record.submitted_at_s if record else 0.0), None
+        return super().until_finished(job_id)
 
-    def _poll(self, job_id: str, report: bool = True) -> JobStatus:
-        status = slurm.job_status(job_id)
-        self.last = status
-        if report:
-            self._report(status)
-        return status
-
-    def _report(self, status: JobStatus) -> None:
-        """A line when the job's state (or, pending or unreachable, its reason) differs from the last one shown."""
-        shown = (status.job_id, status.state, status.reason if status.state in ("PENDING", UNREACHABLE) else "")
-        if shown == self._shown:
-            return
-        self._shown = shown
-        if status.state == UNREACHABLE:
-            progress.note(self.stage, f"cannot ask Slurm about job {status.job_id} ({status.reason}); the job may be "
-                                      f"running: asking again every {self.poll_s:g} s")
-        else:
-            progress.note(self.stage, f"Slurm job {status.job_id} {status.describe()}")
+    def progress(self, job_id: str, status: JobStatus) -> None:
+        for c in complete_checkpoints(self.job):
+            if c.step not in self._seen:
+                self._seen.add(c.step)
+                progress.note(self.who, f"Slurm job {job_id}: new checkpoint {c.name}")
+        rows = [r for r in jobdir.steps(self.job) if r.time >= self._since]
+        if rows and rows[-1].step != self._last_step:
+            r = rows[-1]
+            self._last_step = r.step
+            progress.note(self.who, f"Slurm job {job_id} {status.state}: step {r.step} loss {r.loss:.4f}, "
+                                    f"{r.tokens_per_s_per_device or 0:,.0f} tokens/s per rank")

@@ -1,15 +1,14 @@
 """The peak theoretical throughput of one training device: H in the hardware-based bound N x L x H.
 
-Why a table and not a measurement: a peak measured during the run moves with the machine's load (identical demo
-runs measured it 10x apart) and, multiplied by a utilisation computed from the architecture-based FLOPs, it
-cancels out and cannot catch an error in them. The peak here is a property of the device, so devices x seconds x
+Why a table and not a measurement: a peak measured during the run moves with the machine's load and, multiplied
+by a utilisation computed from the architecture-based FLOPs, it cancels out and cannot catch an error in them. The peak here is a property of the device, so devices x seconds x
 peak is a reproducible *upper bound* on the operations a run could have executed, and the architecture-based
 estimate divided by it (the implied utilisation) can never honestly exceed 100%.
 
 - GPUs: NVIDIA's datasheets state bf16 Tensor Core throughput "with sparsity"; the dense figure is half (what
   torchtitan's table uses too). bf16 dense is the highest rate training here can use (no FP8, no sparsity), so
   it bounds float32 and mixed-precision work alike. GH200's figure is the one the planner uses
-  (stages/pretrain/hardware.py).
+  (stages/cluster/machine.py).
 - CPUs: cores x clock x FLOPs per cycle per core, read from this machine and recorded with the inputs:
   cores = CPUs this process may run on (os.sched_getaffinity) / threads per core (lscpu "Thread(s) per core",
   else /proc/cpuinfo "siblings" / "cpu cores"); clock = lscpu "CPU max MHz", else cpufreq's cpuinfo_max_freq,
@@ -29,7 +28,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stages.pretrain.hardware import JUPITER_BOOSTER
+from stages.cluster.machine import JUPITER_BOOSTER
 
 # (substring of the device name, table entry, dense bf16 FLOP/s). Most specific first: "GH200" contains "H200".
 GPU_PEAK_BF16_DENSE: tuple[tuple[str, str, float], ...] = (

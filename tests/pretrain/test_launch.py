@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from stages.pretrain.launch.checks import LaunchError, check_layout
+from stages.cluster.errors import LaunchError
+from stages.pretrain.launch.checks import check_layout
 from stages.pretrain.launch.sbatch import render_job
-from stages.pretrain.launch.slurm import job_status
 from pipeline.cli import main
 from pipeline.config import REPO_ROOT, ConfigError, dump_toml, load_config
 from pipeline.languages import EU_LANGUAGE_CODES
@@ -221,9 +221,3 @@ def test_credentials_in_slurm_env_are_refused(tmp_path):
     path = write_variant(tmp_path, slurm={"env": {"HF_TOKEN": "hf_abcdefghijklmnopqrstuvwxyz012345"}})
     with pytest.raises(LaunchError, match=r"\[pretrain\.slurm\.env\] HF_TOKEN looks like a credential"):
         render_job(load_config(path), tmp_path / "run", tmp_path / "run" / "pretrain-launch")
-
-
-def test_missing_slurm_tools_are_named(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    with pytest.raises(LaunchError, match="squeue not found"):
-        job_status("1")

@@ -11,8 +11,9 @@ import textwrap
 import pytest
 
 from pipeline.config import ConfigError, load_config
-from stages.pretrain.hardware import JUPITER_BOOSTER
-from stages.pretrain.launch.checks import LaunchError, check_layout
+from stages.cluster.errors import LaunchError
+from stages.cluster.machine import JUPITER_BOOSTER
+from stages.pretrain.launch.checks import check_layout
 from stages.pretrain.launch.sbatch import render_job
 from tests.pretrain.test_launch import PRESET, write_variant
 

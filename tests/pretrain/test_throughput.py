@@ -9,7 +9,7 @@ import random
 import pytest
 
 from pipeline.config import REPO_ROOT, load_config
-from stages.pretrain.hardware import JUPITER_BOOSTER
+from stages.cluster.machine import JUPITER_BOOSTER
 from stages.pretrain.planner.published import PUBLISHED_RUNS, calibration_table, mla_moe_dims
 from stages.pretrain.planner.routing import token_traffic
 from stages.pretrain.planner.shape import flavor_dims, model_shape

@@ -1,6 +1,6 @@
 """`[evaluate.job] launcher = "slurm"` against a real localhost Slurm (tests/slurm/cluster.py): the evaluation job
-is rendered by the pretrain stage's launcher (the training's machine profile and [pretrain.slurm] settings, the
-evaluation entry point), submitted and left running by the scheduled deployment's round, then followed to its
+is rendered on the run's machine (stages/cluster: the training's machine profile and [pretrain.slurm] settings,
+the evaluation entry point), submitted and left running by the scheduled deployment's round, then followed to its
 end and collected by `europa evaluate`'s round: one gloo rank on each of two nodes (n1, n2: their rendezvous
 is Slurm's NodeAddr, as the names do not resolve)."""
 
@@ -44,7 +44,7 @@ def test_slurm_evaluation_job_is_submitted_followed_and_collected(slurm_cluster_
     # the scheduled deployment's round: submit, do not wait
     first = evaluate_run(RunDir(run_dir), config, which="step-6", wait=False)
     assert first.evaluated == [] and first.pending and "Slurm job " in first.pending[0]["state"]
-    job = run_dir / "eval" / "jobs" / "step-6"
+    job = RunDir(run_dir).store_job_dir("eval", "step-6")
     (submitted,) = [json.loads(line)["job_id"] for line in (job / "submissions.jsonl").read_text().splitlines()]
     script = (job / "job.sbatch").read_text()
     assert "#SBATCH --account=demo" in script and "#SBATCH --nodes=2" in script and "--job-name=europa-eval-step-6" in script

@@ -28,6 +28,8 @@ import pytest
 from europa_model.checkpoints import complete_checkpoints
 from pipeline.cli import main
 from pipeline.config import REPO_ROOT
+from pipeline.rundir import RunDir
+from stages.cluster import slurm
 from stages.pretrain import job as jobdir
 from tests.runs import make_run
 from tests.slurm.cluster import CPU, TWO_NODES, Profile, SlurmCluster, _processes_of
@@ -56,11 +58,11 @@ def stage(cfg: Path, run_dir: Path) -> int:
 
 
 def job_folders(run_dir: Path) -> list[Path]:
-    return sorted(p for p in (run_dir / ".work" / "pretrain").glob("*/job") if not p.parent.is_symlink())
+    return [p for p in RunDir(run_dir).job_dirs("pretrain") if not p.parent.is_symlink()]
 
 
 def jobs(job: Path) -> list[str]:
-    return [json.loads(line)["job_id"] for line in (job / "jobs.jsonl").read_text().splitlines()]
+    return [s.job_id for s in slurm.submitted_jobs(job)]
 
 
 def wait_for(what: str, check, timeout: float = 120, every: float = 0.1):
@@ -89,7 +91,7 @@ def rank_pids(cluster: SlurmCluster, job_id: str) -> list[int]:
 
 
 def started_at_steps(folder: Path) -> list[int]:
-    return [s["start_step"] for s in jobdir.segments(folder)]
+    return [s.start_step for s in jobdir.segments(folder)]
 
 
 # --- the TIMEOUT job: submitted first, followed last -------------------------------------------------------
@@ -277,36 +279,6 @@ def test_a_pending_reason_is_shown_once_and_ctrl_c_leaves_the_job_queued(slurm_c
     state = json.loads((run_dir / ".state" / "pretrain.json").read_text())
     assert state["status"] == "submitted"
     slurm_cluster.run("scancel", job_id, check=True)
-
-
-# --- how a job's state is read --------------------------------------------------------------------------------
-
-def test_job_status_as_a_real_slurm_answers(slurm_cluster_factory, tmp_path):
-    """squeue -t all while slurmctld knows the job (with the pending reason), ENDED once it has forgotten it and
-    there is no accounting, UNREACHABLE (not an end) when the controller does not answer; sbatch's refusal."""
-    from stages.pretrain.launch.checks import LaunchError
-    from stages.pretrain.launch.slurm import ENDED, UNREACHABLE, job_status, submit
-
-    c = slurm_cluster_factory(settings={"MinJobAge": "2", "MessageTimeout": "3"})
-    with c.activate():
-        script = tmp_path / "job.sbatch"
-        script.write_text(f"#!/bin/bash\n#SBATCH --output={tmp_path}/slurm-%j.out\ntrue\n")
-        done = submit(script)
-        c.wait_state(done, {"COMPLETED"})
-        assert job_status(done).state == "COMPLETED" and job_status(done).finished
-        wait_for("the job to be forgotten", lambda: job_status(done).state == ENDED, timeout=60, every=0.3)
-        assert "accounting storage is disabled" in job_status(done).reason
-        waiting = submit(script, after=c.sbatch("#!/bin/bash\nsleep 300\n"))  # --dependency=afterany
-        pending = wait_for("a reason", lambda: (st := job_status(waiting)).reason == "Dependency" and st)
-        assert (pending.state, pending.active, pending.describe()) == ("PENDING", True, "PENDING (Dependency)")
-        script.write_text("#!/bin/bash\n#SBATCH --partition=nosuchpartition\ntrue\n")
-        with pytest.raises(LaunchError, match="sbatch refused .*Invalid partition name specified"):
-            submit(script)
-        ctld = c.procs["slurmctld"]
-        ctld.terminate()
-        ctld.wait(timeout=15)
-        gone = job_status(waiting)
-        assert gone.state == UNREACHABLE and gone.active and "Unable to contact slurm controller" in gone.reason
 
 
 # --- JUPITER's script on a node shaped like JUPITER's ---------------------------------------------------------

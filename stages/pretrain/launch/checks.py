@@ -12,8 +12,9 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from stages.pretrain.config import time_limit_hours
-from stages.pretrain.hardware import Hardware
+from stages.cluster.config import time_limit_hours
+from stages.cluster.errors import LaunchError
+from stages.cluster.machine import Hardware
 
 if TYPE_CHECKING:
     from pipeline.config import PipelineConfig
@@ -21,12 +22,6 @@ if TYPE_CHECKING:
     from stages.pretrain.planner.report import Plan
 
 NOMINAL_PEAK_FLOPS = 1e12  # the planner's utilisation needs a peak; where the profile has none, this, with a warning
-
-
-class LaunchError(ValueError):
-    """A problem with the launch, phrased as one line: the key, what is wrong, the fix."""
-
-    exit_code = 2
 
 
 def _vocab_size(config: PipelineConfig) -> int | None:

@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from stages.ai_act import SYSTEMIC_RISK_FLOPS, presumed_systemic_risk
-from stages.pretrain.hardware import JUPITER_BOOSTER, Hardware
+from stages.cluster.machine import JUPITER_BOOSTER, Hardware
 from stages.pretrain.planner.shape import ModelShape
 
 if TYPE_CHECKING:
     from stages.pretrain.config import PretrainConfig
 
-EUROPA_TOKENS_PER_S_PER_GPU = 1300.0   # PyTorch blog, Nov 2026 (anchors.md)
+EUROPA_TOKENS_PER_S_PER_GPU = 1300.0   # the PyTorch blog's EUROPA figure (anchors.md)
 
 
 @dataclass

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stages.pretrain.hardware import B200_NODE, H100_SXM_NODE, H800_NODE, Hardware
+from stages.cluster.machine import Hardware
+from stages.pretrain.hardware import B200_NODE, H100_SXM_NODE, H800_NODE
 from stages.pretrain.planner.workload import ModelDims, Workload
 
 

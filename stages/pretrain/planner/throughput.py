@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from stages.pretrain.hardware import JUPITER_BOOSTER, Hardware
+from stages.cluster.machine import JUPITER_BOOSTER, Hardware
 from stages.pretrain.planner.routing import TokenTraffic, token_traffic
 from stages.pretrain.planner.workload import Workload
 

@@ -1,15 +1,15 @@
-"""The Slurm client of the pretrain stage: submit a job script, read a job's state, record submissions.
+"""The Slurm client: submit a job script, read a job's state, record the submissions of a job folder.
 
 Thin on purpose: `sbatch`, `squeue` and `sacct` are run as commands (a login node has them; nothing else is
-needed), and every submission is appended to <job dir>/jobs.jsonl, which is what the stage follows.
+needed), and every submission is appended to <job dir>/jobs.jsonl, which is what a follower follows.
 
 How a job's state is read, as a real Slurm answers (tests/slurm/test_cluster.py shows each answer): `squeue
 -t all` knows a job while it is queued or running and, once it has ended, its final state until MinJobAge
 (300 s by default); after that squeue says "Invalid job id specified" and only accounting (`sacct`) can tell,
 which fails where there is no slurmdbd (test clusters, some sites, a slurmdbd outage). A job neither knows
-has ENDED, how is unknown: the stage then decides from its checkpoints. Any other squeue failure (the
-controller does not answer) says nothing about the job: UNREACHABLE, which is not an end; the stage keeps
-polling and never resubmits on it.
+has ENDED, how is unknown: the caller then decides from what the job left (training: its checkpoints). Any
+other squeue failure (the controller does not answer) says nothing about the job: UNREACHABLE, which is not
+an end; a follower keeps polling and never resubmits on it.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from pipeline.fsutil import append_jsonl, read_jsonl, sha256_file
-from stages.pretrain.launch.checks import LaunchError
+from stages.cluster.errors import LaunchError
 
 ENDED = "ENDED"              # Slurm no longer knows the job and there is no accounting to ask
 UNREACHABLE = "UNREACHABLE"  # squeue failed for another reason: the job may well be running
@@ -85,15 +85,30 @@ def submit(script_path: Path | str, *, after: str | None = None) -> str:
     return job_id
 
 
+@dataclass(frozen=True)
+class Submission:
+    """One line of <job dir>/jobs.jsonl: a job submitted from that folder."""
+
+    job_id: str
+    submitted_at: str  # ISO 8601, UTC
+    script: str
+    script_sha256: str
+
+    @property
+    def submitted_at_s(self) -> float:
+        """The submission time, seconds since the epoch."""
+        return datetime.fromisoformat(self.submitted_at).timestamp()
+
+
 def record_submission(job_dir: Path, job_id: str, script_path: Path) -> None:
-    """Append the submission to <job dir>/jobs.jsonl (what the flow follows)."""
-    append_jsonl(Path(job_dir) / "jobs.jsonl", {
-        "job_id": job_id, "submitted_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "script": str(script_path), "script_sha256": sha256_file(Path(script_path))})
+    """Append the submission to <job dir>/jobs.jsonl (what a follower follows)."""
+    append_jsonl(Path(job_dir) / "jobs.jsonl", asdict(Submission(
+        job_id, datetime.now(timezone.utc).isoformat(timespec="seconds"), str(script_path),
+        sha256_file(Path(script_path)))))
 
 
-def submitted_jobs(job_dir: Path) -> list[dict]:
-    return read_jsonl(Path(job_dir) / "jobs.jsonl")
+def submitted_jobs(job_dir: Path) -> list[Submission]:
+    return [Submission(**row) for row in read_jsonl(Path(job_dir) / "jobs.jsonl")]
 
 
 def job_status(job_id: str) -> JobStatus:
@@ -130,24 +145,10 @@ def job_status(job_id: str) -> JobStatus:
     return JobStatus(job_id, ENDED, why)
 
 
-def job_state(job_id: str) -> str:
-    """PENDING / RUNNING / COMPLETED / FAILED / ... / ENDED / UNREACHABLE (job_status without the reason)."""
-    return job_status(job_id).state
-
-
-def is_finished(state: str) -> bool:
-    return state in TERMINAL_STATES
-
-
-def last_job(job_dir: Path) -> dict | None:
-    """The newest submission recorded in the folder (the stage and `europa launch` submit one at a time)."""
+def last_job(job_dir: Path) -> Submission | None:
+    """The newest submission recorded in the folder (one job per folder is submitted at a time)."""
     jobs = submitted_jobs(job_dir)
     return jobs[-1] if jobs else None
-
-
-def submitted_at(record: dict) -> float:
-    """A jobs.jsonl record's submission time, seconds since the epoch."""
-    return datetime.fromisoformat(record["submitted_at"]).timestamp()
 
 
 def output_tail(job_dir: Path, job_id: str, lines: int = 8) -> str:
