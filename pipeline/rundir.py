@@ -9,6 +9,9 @@ Layout (see docs/architecture.md):
     <run>/.staging/<stage>/         the stage folder being assembled
     <run>/.state/<stage>.json       the last unpublished attempt (running, failed, submitted): `attempt`
     <run>/eval/                     a results store that grows while training runs: `store_dir("eval")`
+    <run>/eval/jobs/<name>/         a job's folder inside a results store: `store_job_dir`
+    <run>/<stage>-launch/           a long job rendered for review, not submitted: `launch_dir`
+    <run>/export/<name>/            a model export written without an explicit destination: `export_dir`
     <run>/.lock                     held (flock) by the one process writing this run
 
 Every path another part of the project needs is a method here, so nobody rebuilds another part's private
@@ -79,10 +82,27 @@ class RunDir:
         stage is unpublished; the stage publishes its content into the stage folder when the job is done."""
         return self.work_dir(stage, fingerprint) / "job"
 
+    def job_dirs(self, stage: str) -> list[Path]:
+        """The long-job folders of every work folder of the stage (its fingerprints, old ones included), by name:
+        a job of the same training under an older fingerprint is found among them."""
+        return sorted((self.path / ".work" / stage).glob("*/job"))
+
+    def launch_dir(self, stage: str) -> Path:
+        """Where a stage's long job is rendered for review without being submitted (`europa launch`)."""
+        return self.path / f"{stage}-launch"
+
+    def export_dir(self, name: str) -> Path:
+        """Where a model export goes when no destination is given (`europa export hf`)."""
+        return self.path / "export" / name
+
     def store_dir(self, name: str) -> Path:
         if name not in STORES:
             raise KeyError(f"unknown results store {name!r}; stores: {', '.join(STORES)}")
         return self.path / name
+
+    def store_job_dir(self, store: str, name: str) -> Path:
+        """The folder of a job that adds to a results store (a distributed evaluation of one checkpoint)."""
+        return self.store_dir(store) / "jobs" / name
 
     @contextmanager
     def store_lock(self, name: str, what: str) -> Iterator[Path]:

@@ -16,7 +16,6 @@ from pipeline.errors import UsageError
 from pipeline.rundir import RunDir
 
 STAGE = "pretrain"
-EXPORT_DIR = "export"  # <run>/export/step-<N>-<dtype>/: `europa export hf` without --out
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -94,16 +93,17 @@ def cmd_launch(args) -> int:
     """Validate and render into <run>/pretrain-launch/ (--dry-run: print only); --submit: sbatch it from the
     stage's job folder, where `europa stage pretrain` follows it. The run's run.toml is (re)written: the job
     reads it."""
-    from pipeline.status import build_context, statuses
     from pipeline.registry import DEPENDS_ON
     from pipeline.runconfig import save_run_config
+    from pipeline.status import build_context, statuses
+    from stages.cluster.slurm import require_sbatch
     from stages.pretrain.launch.sbatch import render_job
-    from stages.pretrain.launch.slurm import require_sbatch
-    from stages.pretrain.launch.submit import LAUNCH_DIR, submit_training_job
+    from stages.pretrain.launch.submit import submit_training_job
+    from stages.pretrain.stage import PretrainStage
 
     rd, config = resolve_run(args)
     run_dir = rd.path
-    job = render_job(config, run_dir, run_dir / LAUNCH_DIR, require_account=args.submit)
+    job = render_job(config, run_dir, rd.launch_dir(STAGE), require_account=args.submit)
     if args.dry_run:
         print(job.sbatch)
         print(job.report())
@@ -118,7 +118,7 @@ def cmd_launch(args) -> int:
     with rd.lock(f"europa launch {args.target}{' --submit' if args.submit else ''}"):
         save_run_config(rd, config)
         if args.submit:
-            job_id, job = submit_training_job(build_context(rd, config, STAGE), record_attempt=True)
+            job_id, job = submit_training_job(build_context(rd, config, STAGE), PretrainStage(), record_attempt=True)
             script = job.script_path
         else:
             script = job.write()
@@ -153,17 +153,16 @@ def _in_live_job(rd: RunDir, ckpt) -> bool:
 
 
 def cmd_export(args) -> int:
-    from europa_model.flavors import build_model_args, routing_of
+    from europa_model.flavors import build_model_args
     from europa_model.hf import export_checkpoint
     from europa_model.hf.config import known_differences
     from stages.pretrain.model_card import model_card
 
     rd, config, ckpt, info = _checkpoint_and_model(args)
-    out = rd.path / EXPORT_DIR / f"{ckpt.name}-{args.dtype}" if args.out is None else Path(args.out).resolve()
+    out = rd.export_dir(f"{ckpt.name}-{args.dtype}") if args.out is None else Path(args.out).resolve()
     live = _in_live_job(rd, ckpt)
-    card = model_card(rd, config, step=ckpt.step, flavor=info["flavor"], vocab_size=info["vocab_size"], dtype=args.dtype,
-                      known_differences=known_differences(build_model_args(info["flavor"], info["vocab_size"],
-                                                                          **routing_of(info))),
+    card = model_card(rd, config, step=ckpt.step, flavor=info.flavor, vocab_size=info.vocab_size, dtype=args.dtype,
+                      known_differences=known_differences(build_model_args(info.flavor, info.vocab_size, **info.routing)),
                       training_in_progress=live)
     shown = [0.0]
 
@@ -175,14 +174,13 @@ def cmd_export(args) -> int:
             print(f"europa: export: {done / 1e6:,.0f} of {total / 1e6:,.0f} MB", file=sys.stderr)
 
     try:
-        res = export_checkpoint(ckpt.path, info["flavor"], info["vocab_size"], out, dtype=args.dtype,
-                                routing=routing_of(info),
+        res = export_checkpoint(ckpt.path, info.flavor, info.vocab_size, out, dtype=args.dtype, routing=info.routing,
                                 tokenizer_dir=rd.stage_dir("tokenizer"), overwrite=args.force, progress=progress,
                                 extra_files={"README.md": card})
     except ValueError as e:  # ExportError and kin: one line naming the file and the fix
         hint = " (or pass --force to replace it)" if "already exists" in str(e) else ""
         raise UsageError(f"export hf: {e}{hint}") from None
-    print(f"europa: exported {ckpt.name}{' (training still running)' if live else ''} of {rd.path} as {info['flavor']}: "
+    print(f"europa: exported {ckpt.name}{' (training still running)' if live else ''} of {rd.path} as {info.flavor}: "
           f"{res.parameters:,} parameters, {len(res.shards)} shard(s), {res.total_bytes / 1e6:,.1f} MB {args.dtype}")
     print(f"europa: {res.out_dir} (model card README.md; load with "
           f"AutoModelForCausalLM.from_pretrained({str(res.out_dir)!r}))")
@@ -190,14 +188,13 @@ def cmd_export(args) -> int:
 
 
 def cmd_generate(args) -> int:
-    from europa_model.flavors import routing_of
     from europa_model.hf.generate import generate
 
     rd, _, ckpt, info = _checkpoint_and_model(args)
     try:
         text = generate(ckpt.path, args.prompt, args.max_new_tokens, sampling="sampled" if args.sampled else "greedy",
-                        seed=args.seed, temperature=args.temperature, top_p=args.top_p, flavor=info["flavor"],
-                        vocab_size=info["vocab_size"], tokenizer_dir=rd.stage_dir("tokenizer"), routing=routing_of(info))
+                        seed=args.seed, temperature=args.temperature, top_p=args.top_p, flavor=info.flavor,
+                        vocab_size=info.vocab_size, tokenizer_dir=rd.stage_dir("tokenizer"), routing=info.routing)
     except ValueError as e:
         raise UsageError(f"generate: {e}") from None
     how = f"sampled, seed {args.seed}" if args.sampled else "greedy"

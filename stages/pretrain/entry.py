@@ -4,9 +4,10 @@ Every rank runs this. It reads the run's resolved config (R/run.toml), the token
 outputs, builds torchtitan's Trainer.Config (stages/pretrain/trainer_config.py) and trains with torchtitan's
 own Trainer, which resumes from the newest complete checkpoint in J/checkpoints by itself. Rank 0 also appends
 a start and an end event per process lifetime to J/segments.jsonl (a killed process leaves no end event: its
-last logged step stands in), which is how the stage adds up wall time and device-hours over restarts, and writes J/job_info.json (model size, FLOPs per
-token, the device's peak theoretical FLOP/s: stages/pretrain/peak_flops.py) for the manifest. The job's first
-optimizer step is counted as it runs (stages/pretrain/step_count.py -> J/flop_count.json).
+last logged step stands in), which is how the stage adds up wall time and device-hours over restarts, and
+writes J/job_info.json (model size, FLOPs per token, the device's peak theoretical FLOP/s:
+stages/pretrain/peak_flops.py) for the manifest. The job's first optimizer step is counted as it runs
+(stages/pretrain/step_count.py -> J/flop_count.json).
 
 `--seed-checkpoint`: initialise the model in this one process and save it as J/seed/checkpoints/step-0.
 Multi-rank CPU runs start from it because DTensor's random generator is off on CPU meshes (every rank would
@@ -27,7 +28,9 @@ import sys
 import time
 from pathlib import Path
 
+from europa_model.checkpoints import JOB_INFO, folder_model_info
 from europa_model.devices import resolve_device
+from pipeline.fsutil import append_jsonl, atomic_write_text
 from stages.pretrain import step_count
 from stages.pretrain.failure import Failure, write_failure
 from stages.pretrain.peak_flops import Peak, device_peak
@@ -175,23 +178,20 @@ def _train(args: argparse.Namespace, progress: _Progress) -> int:
 def check_inputs(run_dir, job_dir: Path, flavor: str, vocab_size: int, routing: dict | None = None) -> None:
     """Refuse inputs that would fail deep inside torchtitan (or, worse, train on mismatched ids or resume a model
     with another routing)."""
-    from europa_model.flavors import routing_of
-
     index = json.loads((run_dir.stage_dir("shards") / "index.json").read_text())
     if index.get("vocab_size") != vocab_size:
         raise SystemExit(f"europa pretrain: {run_dir.stage_dir('shards')}/index.json was tokenized with a "
                          f"{index.get('vocab_size')}-piece vocabulary but the tokenizer has {vocab_size}; rerun the "
                          "shards stage (europa run --from shards)")
-    info = job_dir / "job_info.json"
-    if info.exists() and list((job_dir / "checkpoints").glob("step-*")):
-        old = json.loads(info.read_text())
-        if (old.get("flavor"), old.get("vocab_size")) != (flavor, vocab_size):
-            raise SystemExit(f"europa pretrain: the checkpoints in {job_dir / 'checkpoints'} hold a {old.get('flavor')} "
-                             f"model with a {old.get('vocab_size')}-piece vocabulary, not {flavor} with {vocab_size}; "
+    old = folder_model_info(job_dir)
+    if old is not None and list((job_dir / "checkpoints").glob("step-*")):
+        if (old.flavor, old.vocab_size) != (flavor, vocab_size):
+            raise SystemExit(f"europa pretrain: the checkpoints in {job_dir / 'checkpoints'} hold a {old.flavor} "
+                             f"model with a {old.vocab_size}-piece vocabulary, not {flavor} with {vocab_size}; "
                              "move them away or use another job folder")
-        if routing is not None and routing_of(old) != routing:
+        if routing is not None and old.routing != routing:
             raise SystemExit(f"europa pretrain: the checkpoints in {job_dir / 'checkpoints'} were trained with routing "
-                             f"{routing_of(old)}, not [pretrain.moe] {routing}: the router would compute another "
+                             f"{old.routing}, not [pretrain.moe] {routing}: the router would compute another "
                              "function; restore the settings or use another job folder")
 
 
@@ -234,12 +234,11 @@ def _write_job_info(job_dir, trainer, settings, device, world, peak: Peak, vocab
         "torchtitan_version": getattr(torchtitan, "__version__", "unknown"),
     }
     job_dir.mkdir(parents=True, exist_ok=True)
-    (job_dir / "job_info.json").write_text(json.dumps(info, indent=2) + "\n")
+    atomic_write_text(job_dir / JOB_INFO, json.dumps(info, indent=2) + "\n")
 
 
 def _append_segment(job_dir, **row) -> None:
-    with open(job_dir / "segments.jsonl", "a") as f:
-        f.write(json.dumps(row) + "\n")
+    append_jsonl(job_dir / "segments.jsonl", row)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 A job folder is `<run>/.work/pretrain/<fingerprint>/job` (RunDir.job_dir), so its name changes whenever the
 fingerprint's recipe does (a key becomes launch-only, the digest changes) while the training in it stays the
 same: the stage must continue those checkpoints, not start at step 0 beside them. So every job folder records
-what it trains, `training.json` (the fingerprint's inputs, pipeline/executor.py), written when the stage starts
+what it trains, `training.json` (the fingerprint's inputs, pipeline/status.py), written when the stage starts
 it and when `europa launch --submit` submits into it; a stage whose own folder holds no training yet adopts a
 folder whose recorded training is this one, with the keys that are launch-only now left out on both sides.
 Adopting renames the folder into place, or, while a Slurm job of it is queued or running (it writes to the old
@@ -26,9 +26,10 @@ from europa_model.checkpoints import complete_checkpoints
 from pipeline import progress
 from pipeline.fsutil import atomic_write_text
 from pipeline.stage import StageError
+from stages.cluster import slurm
 
 if TYPE_CHECKING:
-    from pipeline.stage import StageContext
+    from pipeline.stage import BaseStage, StageContext
 
 TRAINING = "training.json"
 
@@ -40,11 +41,10 @@ def _comparable(inputs: dict[str, Any], launch_only: tuple[str, ...]) -> dict[st
     return data
 
 
-def current_training(ctx: StageContext) -> dict[str, Any]:
+def current_training(ctx: StageContext, stage: BaseStage) -> dict[str, Any]:
+    """What `stage` (the one `ctx` is for) trains now, as a job folder records it."""
     from pipeline.status import fingerprint_inputs
-    from pipeline.registry import get_stage
 
-    stage = get_stage(ctx.stage)
     return _comparable(fingerprint_inputs(stage, ctx), stage.launch_only_settings)
 
 
@@ -56,16 +56,14 @@ def recorded_training(job: Path, launch_only: tuple[str, ...]) -> dict[str, Any]
     return _comparable(data.get("inputs") or {}, launch_only)
 
 
-def settle_job_folder(ctx: StageContext) -> Path:
-    """The job folder this training continues in (always `ctx.job_dir`, by then holding the training's earlier
-    checkpoints if any folder had them), with its training.json written."""
-    from pipeline.registry import get_stage
-
+def settle_job_folder(ctx: StageContext, stage: BaseStage) -> Path:
+    """The job folder `stage` continues its training in (always `ctx.job_dir`, by then holding the training's
+    earlier checkpoints if any folder had them), with its training.json written."""
     job = ctx.job_dir
-    launch_only = get_stage(ctx.stage).launch_only_settings
-    mine = current_training(ctx)
+    launch_only = stage.launch_only_settings
+    mine = current_training(ctx, stage)
     if not _started(job):
-        others = [f for f in sorted(job.parent.parent.glob("*/job"))
+        others = [f for f in ctx.run_dir.job_dirs(ctx.stage)
                   if f.parent != job.parent and not f.parent.is_symlink() and _started(f)]
         same = [f for f in others if recorded_training(f, launch_only) == mine]
         legacy = [f for f in others if not (f / TRAINING).exists() and complete_checkpoints(f)]
@@ -114,15 +112,13 @@ def _newest_step(job: Path) -> int:
 def _adopt(source: Path, job: Path) -> None:
     """Make `job` the folder `source` is: rename it (its work folder) into place, or link to it while a Slurm job
     of it may still write to the old path."""
-    from stages.pretrain.launch import slurm
-
     old, new = source.parent, job.parent
     if new.is_symlink():
         new.unlink()
     elif new.exists():
         shutil.rmtree(new)  # nothing trained in it yet (_started was false): at most a rendered script
     last = slurm.last_job(source)
-    busy = last is not None and _may_be_running(last["job_id"])
+    busy = last is not None and _may_be_running(last.job_id)
     if busy:
         os.symlink(old.name, new)  # relative: the run directory may move
     else:
@@ -130,8 +126,6 @@ def _adopt(source: Path, job: Path) -> None:
 
 
 def _may_be_running(job_id: str) -> bool:
-    from stages.pretrain.launch import slurm
-
     if shutil.which("squeue") is None:
         return False  # no Slurm here: nothing can be running for it
     return slurm.job_status(job_id).active

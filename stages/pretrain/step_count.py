@@ -18,7 +18,31 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
+from pipeline.fsutil import atomic_write_text
+
 COUNT_FILE = "flop_count.json"
+
+
+class CountedStep(BaseModel):
+    """flop_count.json of a counted step: its FLOPs over all ranks, per aten operation."""
+
+    step: int
+    flops_per_step: int
+    by_operation: dict[str, int]
+    recomputed_flops_per_step: int  # activation recomputation, counted apart (excluded from the figure)
+    tokens_per_step: int
+    ranks: int | None = None
+    activation_checkpoint: str | None = None
+    compiled: bool | None = None
+    counter: str | None = None  # what counted, with the torch version
+
+
+class SkippedCount(BaseModel):
+    """flop_count.json of a job whose step was not counted, and why."""
+
+    skipped: str
 
 
 def install(trainer, job_dir: Path, *, tokens_per_step: int, activation_checkpoint: str, compiled: bool) -> bool:
@@ -27,9 +51,10 @@ def install(trainer, job_dir: Path, *, tokens_per_step: int, activation_checkpoi
         return False
     if compiled or activation_checkpoint == "offload":
         if int(os.environ.get("RANK", "0")) == 0:
-            _save(job_dir, {"skipped": "the model was compiled (torch.compile, or activation offload through graph_trainer): "
-                                       "operations inside compiled graphs are not counted; count this configuration in a "
-                                       "short run with compile = false and activation_checkpoint mode selective or full"})
+            _save(job_dir, SkippedCount(skipped=(
+                "the model was compiled (torch.compile, or activation offload through graph_trainer): operations inside "
+                "compiled graphs are not counted; count this configuration in a short run with compile = false and "
+                "activation_checkpoint mode selective or full")))
         return False
     from europa_model.flop_count import TrainingFlopCounter, merge
 
@@ -80,28 +105,22 @@ def _write(job_dir: Path, step: int, counted: dict[str, int], recomputed: dict[s
 
     if int(os.environ.get("RANK", "0")) != 0:
         return
-    row = {
-        "step": step,
-        "flops_per_step": sum(counted.values()),
-        "by_operation": counted,
-        "recomputed_flops_per_step": sum(recomputed.values()),
-        "tokens_per_step": tokens_per_step,
-        "ranks": int(os.environ.get("WORLD_SIZE", "1")),
-        "activation_checkpoint": activation_checkpoint,
-        "compiled": compiled,
-        "counter": f"torch.utils.flop_counter.FlopCounterMode (torch {torch.__version__}) with a torch._grouped_mm formula "
-                   "(europa_model/flop_count.py)",
-    }
-    _save(job_dir, row)
+    _save(job_dir, CountedStep(
+        step=step, flops_per_step=sum(counted.values()), by_operation=counted,
+        recomputed_flops_per_step=sum(recomputed.values()), tokens_per_step=tokens_per_step,
+        ranks=int(os.environ.get("WORLD_SIZE", "1")), activation_checkpoint=activation_checkpoint, compiled=compiled,
+        counter=f"torch.utils.flop_counter.FlopCounterMode (torch {torch.__version__}) with a torch._grouped_mm formula "
+                "(europa_model/flop_count.py)"))
 
 
-def _save(job_dir: Path, row: dict) -> None:
+def _save(job_dir: Path, count: CountedStep | SkippedCount) -> None:
     job_dir.mkdir(parents=True, exist_ok=True)
-    tmp = job_dir / f".{COUNT_FILE}.tmp"
-    tmp.write_text(json.dumps(row, indent=2) + "\n")
-    os.replace(tmp, job_dir / COUNT_FILE)
+    atomic_write_text(job_dir / COUNT_FILE, json.dumps(count.model_dump(exclude_unset=True), indent=2) + "\n")
 
 
-def read(job_dir: Path) -> dict | None:
+def read(job_dir: Path) -> CountedStep | SkippedCount | None:
     path = Path(job_dir) / COUNT_FILE
-    return json.loads(path.read_text()) if path.exists() else None
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    return SkippedCount.model_validate(data) if "skipped" in data else CountedStep.model_validate(data)

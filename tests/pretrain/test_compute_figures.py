@@ -36,7 +36,7 @@ def test_gpu_table_dense_bf16(name, flops):
 
 
 def test_gh200_is_the_planners_figure_and_unknown_devices_have_no_peak():
-    from stages.pretrain.hardware import JUPITER_BOOSTER
+    from stages.cluster.machine import JUPITER_BOOSTER
 
     assert gpu_peak("NVIDIA GH200 480GB").flops == JUPITER_BOOSTER.peak_bf16_flops
     unknown = gpu_peak("NVIDIA A40")
@@ -101,13 +101,16 @@ def test_a_compiled_model_is_not_counted_and_says_why(tmp_path):
     from types import SimpleNamespace
 
     from stages.pretrain import step_count
-    from stages.pretrain.stage import compute_statistics
+    from stages.pretrain.compute import compute_statistics
+    from stages.pretrain.job import JobInfo
 
     trainer = SimpleNamespace(train_step=None, forward_backward_step=None)
     assert step_count.install(trainer, tmp_path, tokens_per_step=256, activation_checkpoint="offload", compiled=False) is False
     assert trainer.train_step is None  # the step is left alone
     count = step_count.read(tmp_path)
     per_token = {"total": 10, "matmul": 8, "attention": 2}
-    c = compute_statistics(per_token, 100, 10, 5.0, {"peak_flops_per_device": 1e9, "peak_flops_source": "x",
-                                                     "peak_flops_inputs": {}}, count)
-    assert "counted" not in c and "compiled" in c["not_counted"] and c["hardware"]["implied_utilisation"] == 1000 / 5e9
+    info = JobInfo(vocab_size=1000, device_type="cpu", device_name="cpu", world_size=1, peak_flops_per_device=1e9,
+                   peak_flops_source="x", peak_flops_inputs={})
+    c = compute_statistics(per_token, 100, 10, 5.0, info, count)
+    assert "counted" not in c.model_dump(exclude_unset=True)  # absent from the record, as the manifest holds it
+    assert c.counted is None and "compiled" in c.not_counted and c.hardware.implied_utilisation == 1000 / 5e9

@@ -16,12 +16,13 @@ from pipeline.status import build_context
 from pipeline.rundir import RunDir
 from stages.pretrain import job as jobdir
 from stages.pretrain.folders import TRAINING, current_training
+from stages.pretrain.stage import PretrainStage
 from tests.runs import make_run
 
 
 def seeded_folder(run_dir, name: str, trained, inputs: dict, upto: int):
     """A job folder named `name` holding the trained run's checkpoints up to step `upto` and its logs."""
-    job = run_dir / ".work" / "pretrain" / name / "job"
+    job = RunDir(run_dir).job_dir("pretrain", name)
     (job / "checkpoints").mkdir(parents=True)
     for c in complete_checkpoints(trained):
         if c.step <= upto:
@@ -29,7 +30,7 @@ def seeded_folder(run_dir, name: str, trained, inputs: dict, upto: int):
     shutil.copy(trained / "job_info.json", job)
     (job / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in jobdir.metrics(trained) if r["step"] <= upto))
     first = jobdir.segments(trained)[0]
-    (job / "segments.jsonl").write_text(json.dumps({"event": "start", "time": first["start"], "step": 0,
+    (job / "segments.jsonl").write_text(json.dumps({"event": "start", "time": first.start, "step": 0,
                                                     "world_size": 1, "device_type": "cpu"}) + "\n")
     (job / TRAINING).write_text(json.dumps({"fingerprint": "an older recipe", "inputs": inputs}))
     return job
@@ -40,7 +41,7 @@ def test_the_same_training_under_another_name_is_continued_and_other_checkpoints
     _, reference = trained_run
     cfg, run_dir = make_run(tmp_path, data_run, udhr_dir)
     ctx = build_context(RunDir(run_dir), load_config(cfg), "pretrain")
-    mine = current_training(ctx)
+    mine = current_training(ctx, PretrainStage())
     inputs = {**mine, "config": {**mine["config"], "slurm": {"time_limit": "01:00:00"}}}  # launch-only: ignored
     same = seeded_folder(run_dir, "0000000000000000", reference / "pretrain", inputs, upto=3)
     other_inputs = {**mine, "config": {**mine["config"], "steps": 600}}
@@ -51,7 +52,7 @@ def test_the_same_training_under_another_name_is_continued_and_other_checkpoints
     err = capsys.readouterr().err
     assert f"continuing the same training in {same} (newest checkpoint step-3); its folder is now {ctx.job_dir}" in err
     published = run_dir / "pretrain"
-    assert [s["start_step"] for s in jobdir.segments(published)] == [0, 3]  # resumed, no step 0
+    assert [s.start_step for s in jobdir.segments(published)] == [0, 3]  # resumed, no step 0
     assert [c.step for c in complete_checkpoints(published)] == [3, 6]
     assert f"kept {other.parent}: it holds work of other settings" in err
     assert complete_checkpoints(other) and not same.exists()
@@ -74,18 +75,18 @@ def test_checkpoints_of_other_settings_are_named_and_unrecorded_ones_stop_the_st
     _, reference = trained_run
     cfg, run_dir = make_run(tmp_path, data_run, udhr_dir)
     ctx = build_context(RunDir(run_dir), load_config(cfg), "pretrain")
-    mine = current_training(ctx)
+    mine = current_training(ctx, PretrainStage())
     other = seeded_folder(run_dir, "1111111111111111", reference / "pretrain",
                           {**mine, "config": {**mine["config"], "steps": 600}}, upto=3)
     legacy = seeded_folder(run_dir, "2222222222222222", reference / "pretrain", {}, upto=3)
     (legacy / TRAINING).unlink()
     with pytest.raises(StageError, match=rf"{legacy} holds checkpoints \(newest step-3\) written before job folders "
                                           rf"recorded what they train.*`mv {legacy.parent} {ctx.job_dir.parent}`"):
-        settle_job_folder(ctx)
+        settle_job_folder(ctx, PretrainStage())
     assert not ctx.job_dir.exists()
     shutil.rmtree(legacy.parent)
     capsys.readouterr()
-    assert settle_job_folder(ctx) == ctx.job_dir
+    assert settle_job_folder(ctx, PretrainStage()) == ctx.job_dir
     err = capsys.readouterr().err
     assert f"starting a new job folder {ctx.job_dir} at step 0: the checkpoints in {other} (newest step-3) are of other" in err
     assert json.loads((ctx.job_dir / TRAINING).read_text())["fingerprint"] == ctx.fingerprint and other.exists()

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from stages.pretrain.hardware import GIB
-from stages.pretrain.hardware import JUPITER_BOOSTER as GH200
+from stages.cluster.machine import GIB
+from stages.cluster.machine import JUPITER_BOOSTER as GH200
 from stages.pretrain.planner.memory import estimate_memory
 from stages.pretrain.planner.report import plan
 from stages.pretrain.planner.shape import model_shape
@@ -48,10 +48,10 @@ def test_preset_fits_with_offload_and_unshard_async(preset, preset_plan):
     assert 30 < m.total_gib < 0.9 * GH200.hbm_gib
     # the layout as the planner sees it
     lay = preset_plan.layout
-    assert (lay["gpus"], lay["data_parallel_replicate"], lay["gpus_per_replica"], lay["expert_parallel"]) == (1536, 4, 384, 96)
+    assert (lay.gpus, lay.data_parallel_replicate, lay.gpus_per_replica, lay.expert_parallel) == (1536, 4, 384, 96)
     # almost all checkpointed activations go to the Grace, within the budget and the host memory
     assert 0 < m.offload_host_gib <= preset.activation_checkpoint.offload_budget_gb <= GH200.host_usable_gib
-    assert preset_plan.offload_traffic["share_of_micro_step"] < 0.1  # C2C is not what the step waits for
+    assert preset_plan.offload_traffic.share_of_micro_step < 0.1  # C2C is not what the step waits for
 
 
 def test_preset_state_per_gpu_is_sharded_over_a_replica(preset_plan):
@@ -122,9 +122,9 @@ def test_plan_text_and_json(preset_plan):
 
 
 def test_plan_shows_what_node_limited_routing_changes(preset, preset_plan):
-    rows = {r["label"]: r for r in preset_plan.what_if}
-    limited = rows["node-limited routing, 4 of 24 node groups"]["prediction"].tokens_per_s
-    deepep = rows['... and comm_backend = "deepep"']["prediction"].tokens_per_s
+    rows = {r.label: r for r in preset_plan.what_if}
+    limited = rows["node-limited routing, 4 of 24 node groups"].prediction.tokens_per_s
+    deepep = rows['... and comm_backend = "deepep"'].prediction.tokens_per_s
     configured = preset_plan.prediction.tokens_per_s
     assert limited.expected == pytest.approx(configured.expected) and deepep.expected > 1.3 * configured.expected
     text = preset_plan.text()
@@ -133,7 +133,7 @@ def test_plan_shows_what_node_limited_routing_changes(preset, preset_plan):
     on = plan(_with(preset, moe={"num_expert_groups": 24, "num_limited_groups": 4, "comm_backend": "deepep"}), 262_144)
     assert on.prediction.tokens_per_s.expected == pytest.approx(deepep.expected)
     assert on.prediction.traffic.max_nodes == 4
-    off = {r["label"]: r for r in on.what_if}["routing not limited"]["prediction"].tokens_per_s
+    off = {r.label: r for r in on.what_if}["routing not limited"].prediction.tokens_per_s
     assert off.expected < on.prediction.tokens_per_s.expected
     assert "routing node-limited to 4 of 24 groups" in on.text()
     bad = plan(_with(preset, moe={"num_expert_groups": 25, "num_limited_groups": 4}), 262_144)

@@ -16,6 +16,7 @@ from pipeline.cli import main
 from pipeline.config import REPO_ROOT, ConfigError, load_config
 from europa_model.checkpoints import complete_checkpoints
 from pipeline.fsutil import sha256_file
+from pipeline.rundir import RunDir
 from stages.pretrain import job as jobdir
 from tests.runs import make_run
 
@@ -80,8 +81,6 @@ def test_checkpoint_digests_come_from_the_ranks_and_nothing_is_read_twice(traine
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy, copy_function=os.link,
                     ignore=shutil.ignore_patterns("pretrain", ".lock", ".staging", ".trash", ".work"))
-    from pipeline.rundir import RunDir
-
     job = RunDir(copy).job_dir("pretrain", published["fingerprint"])
     shutil.copytree(run_dir / "pretrain", job, copy_function=os.link, ignore=shutil.ignore_patterns("manifest.json"))
     reads: list[str] = []
@@ -135,7 +134,7 @@ def test_resumes_from_latest_checkpoint_after_a_crash(tmp_path, data_run, udhr_d
     job = None
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        jobs = list((run_dir / ".work" / "pretrain").glob("*/job"))
+        jobs = RunDir(run_dir).job_dirs("pretrain")
         if jobs and any(c.step == 3 for c in complete_checkpoints(jobs[0])):
             job = jobs[0]
             break

@@ -22,41 +22,58 @@ LOGIT_BYTES = 14                        # per logit of one loss chunk (see modul
 AC_MODES = ("none", "selective", "full", "offload")
 
 
-def _layer_tensors(s: ModelShape, moe: bool, ep: int) -> dict[str, int]:
+@dataclass
+class SavedTensors:
     """Elements per token (in bf16 units: an fp32 tensor counts twice) that one block's forward leaves for
-    backward, by category: input | linear | attention | small | comm | grouped | other."""
+    backward, by what activation checkpointing does with them."""
+
+    input: int = 0  # the block input: what full AC keeps
+    linear: int = 0  # outputs of linear layers (selective AC keeps half of them)
+    attention: int = 0  # attention output and log-sum-exp
+    small: int = 0  # top-k scores and indices
+    comm: int = 0  # all-to-all outputs
+    grouped: int = 0  # grouped-GEMM outputs of the routed experts
+    other: int = 0  # norms, activations, sums
+
+    @property
+    def total(self) -> int:
+        return self.input + self.linear + self.attention + self.small + self.comm + self.grouped + self.other
+
+
+def _layer_tensors(s: ModelShape, moe: bool, ep: int) -> SavedTensors:
+    """What one block's forward leaves for backward, per token."""
     h, d = s.n_heads, s.dim
     qk = s.qk_nope_head_dim + s.qk_rope_head_dim
-    t = dict.fromkeys(("input", "linear", "attention", "small", "comm", "grouped", "other"), 0)
-    t["input"] += d                                             # block input (attention_norm saves it)
+    t = SavedTensors()
+    t.input += d                                             # block input (attention_norm saves it)
     # MLA attention
-    t["other"] += d                                             # attention_norm output
-    t["linear"] += s.q_lora_rank + h * qk                       # wq_a, wq_b outputs
-    t["other"] += s.q_lora_rank                                 # q_norm output
-    t["linear"] += s.kv_lora_rank + s.qk_rope_head_dim          # wkv_a output
-    t["other"] += s.kv_lora_rank                                # kv_norm output
-    t["linear"] += h * (s.qk_nope_head_dim + s.v_head_dim)      # wkv_b output
-    t["other"] += 2 * h * qk                                    # q and k after RoPE and concatenation
-    t["attention"] += h * s.v_head_dim + 2 * h                  # attention output + fp32 log-sum-exp
-    t["linear"] += d                                            # wo output
-    t["other"] += 2 * d                                         # residual sum, ffn_norm output
+    t.other += d                                             # attention_norm output
+    t.linear += s.q_lora_rank + h * qk                       # wq_a, wq_b outputs
+    t.other += s.q_lora_rank                                 # q_norm output
+    t.linear += s.kv_lora_rank + s.qk_rope_head_dim          # wkv_a output
+    t.other += s.kv_lora_rank                                # kv_norm output
+    t.linear += h * (s.qk_nope_head_dim + s.v_head_dim)      # wkv_b output
+    t.other += 2 * h * qk                                    # q and k after RoPE and concatenation
+    t.attention += h * s.v_head_dim + 2 * h                  # attention output + fp32 log-sum-exp
+    t.linear += d                                            # wo output
+    t.other += 2 * d                                         # residual sum, ffn_norm output
     if not moe:
         f = s.dense_hidden_dim
-        t["linear"] += 2 * f + d                                # w1, w3, w2 outputs
-        t["other"] += f                                         # silu(w1)
+        t.linear += 2 * f + d                                # w1, w3, w2 outputs
+        t.other += f                                         # silu(w1)
         return t
     k, fe, fs = s.top_k, s.moe_hidden_dim, s.moe_hidden_dim * s.num_shared_experts
-    t["linear"] += s.num_experts                                # router logits
-    t["other"] += 2 * s.num_experts                             # fp32 sigmoid scores
-    t["small"] += 5 * k                                         # top-k scores (fp32) and indices (int64)
+    t.linear += s.num_experts                                # router logits
+    t.other += 2 * s.num_experts                             # fp32 sigmoid scores
+    t.small += 5 * k                                         # top-k scores (fp32) and indices (int64)
     if ep > 1:
-        t["comm"] += 2 * k * d                                  # dispatch and combine all-to-all outputs
+        t.comm += 2 * k * d                                  # dispatch and combine all-to-all outputs
     else:
-        t["other"] += k * d                                     # tokens gathered per expert
-    t["grouped"] += 2 * k * fe + k * d                          # routed w1, w3, w2 (grouped GEMMs)
-    t["other"] += 2 * k * fe                                    # silu(w1), silu(w1) * w3
-    t["linear"] += 2 * fs + d                                   # shared expert w1, w3, w2
-    t["other"] += 2 * fs + d                                    # shared silu, product; routed + shared sum
+        t.other += k * d                                     # tokens gathered per expert
+    t.grouped += 2 * k * fe + k * d                          # routed w1, w3, w2 (grouped GEMMs)
+    t.other += 2 * k * fe                                    # silu(w1), silu(w1) * w3
+    t.linear += 2 * fs + d                                   # shared expert w1, w3, w2
+    t.other += 2 * fs + d                                    # shared silu, product; routed + shared sum
     return t
 
 
@@ -71,13 +88,13 @@ def _largest_owned_matrix(s: ModelShape) -> int:
     return max(candidates)
 
 
-def _saved(t: dict[str, int], mode: str) -> float:
+def _saved(t: SavedTensors, mode: str) -> float:
     if mode == "none":
-        return float(sum(t.values()))
+        return float(t.total)
     if mode == "full":
-        return float(t["input"])
-    base = t["input"] + t["attention"] + t["small"] + t["comm"]
-    return base + (t["linear"] / 2 if mode == "selective" else t["linear"])
+        return float(t.input)
+    base = t.input + t.attention + t.small + t.comm
+    return base + (t.linear / 2 if mode == "selective" else t.linear)
 
 
 @dataclass
@@ -163,7 +180,7 @@ def estimate_memory(settings: PretrainConfig, shape: ModelShape, hardware: Hardw
     t_dense, t_moe = _layer_tensors(shape, False, ep), _layer_tensors(shape, True, ep)
     per_token = shape.n_dense_layers * _saved(t_dense, mode) + shape.n_moe_layers * _saved(t_moe, mode)
     saved_all = per_token * tok * cb * to_gib
-    working = sum(t_moe.values() if shape.n_moe_layers else t_dense.values()) * tok * cb * to_gib
+    working = (t_moe.total if shape.n_moe_layers else t_dense.total) * tok * cb * to_gib
     host = 0.0
     notes: list[str] = []
     if mode == "offload":

@@ -14,7 +14,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from stages.pretrain.hardware import JUPITER_BOOSTER, Hardware
+from stages.cluster.machine import JUPITER_BOOSTER, Hardware
 from stages.pretrain.planner.memory import AC_MODES, MemoryEstimate, estimate_memory
 from stages.pretrain.planner.projection import EUROPA_TOKENS_PER_S_PER_GPU, Projection, project
 from stages.pretrain.planner.shape import model_shape
@@ -27,13 +27,48 @@ if TYPE_CHECKING:
     from stages.pretrain.config import PretrainConfig
 
 
+@dataclass(frozen=True)
+class Layout:
+    """The configured layout as the planner counts it."""
+
+    nodes: int
+    processes_per_node: int
+    gpus: int
+    data_parallel_replicate: int
+    data_parallel_shard: int
+    tensor_parallel: int
+    expert_parallel: int
+    efsdp: int  # the ranks each routed expert is FSDP-sharded over
+    data_parallel_ranks: int
+    gpus_per_replica: int
+
+
+@dataclass(frozen=True)
+class OffloadTraffic:
+    """Activation offload's host traffic per micro-step (NVLink-C2C)."""
+
+    gib_each_way: float
+    micro_step_s: float
+    transfer_s: float
+    share_of_micro_step: float
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """A routing variant of the configured layout and what the throughput model predicts for it."""
+
+    label: str
+    prediction: Prediction
+    note: str  # the keys that make it so ("" for the configured routing's opposite)
+
+
 @dataclass
 class Plan:
     flavor: str
     vocab_size: int
     total_params: int
     active_params: int
-    layout: dict[str, int]
+    layout: Layout
     tokens_per_microstep: int
     hardware: Hardware
     memory: MemoryEstimate
@@ -41,8 +76,8 @@ class Plan:
     throughput: Projection                    # at the stated rate (EUROPA's 1,300 tokens/s or --tokens-per-s)
     prediction: Prediction                    # the throughput model's, for the configured layout
     predicted: dict[str, Projection]          # band -> projection at the predicted rate
-    what_if: list[dict[str, Any]]             # routing variants: label, prediction, note
-    offload_traffic: dict[str, float] | None
+    what_if: list[WhatIf]                     # routing variants
+    offload_traffic: OffloadTraffic | None
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -50,16 +85,16 @@ class Plan:
             "estimate": True,
             "flavor": self.flavor, "vocab_size": self.vocab_size,
             "total_params": self.total_params, "active_params": self.active_params,
-            "layout": self.layout, "tokens_per_microstep": self.tokens_per_microstep,
+            "layout": asdict(self.layout), "tokens_per_microstep": self.tokens_per_microstep,
             "hardware": asdict(self.hardware),
             "memory": self.memory.to_dict(),
             "variants": self.variants,
             "throughput": {**asdict(self.throughput), "above_threshold": self.throughput.above_threshold},
             "prediction": self.prediction.to_dict(),
             "predicted": {b: {**asdict(p), "above_threshold": p.above_threshold} for b, p in self.predicted.items()},
-            "what_if": [{"label": w["label"], "note": w["note"], "tokens_per_s_per_gpu": asdict(w["prediction"].tokens_per_s),
-                         "bottleneck": w["prediction"].expected.bottleneck} for w in self.what_if],
-            "offload_traffic": self.offload_traffic,
+            "what_if": [{"label": w.label, "note": w.note, "tokens_per_s_per_gpu": asdict(w.prediction.tokens_per_s),
+                         "bottleneck": w.prediction.expected.bottleneck} for w in self.what_if],
+            "offload_traffic": asdict(self.offload_traffic) if self.offload_traffic is not None else None,
             "warnings": self.warnings,
         }
 
@@ -72,17 +107,15 @@ class Plan:
         return format_plan(self)
 
 
-def _layout(settings: PretrainConfig) -> dict[str, int]:
+def _layout(settings: PretrainConfig) -> Layout:
     p = settings.parallelism
-    dp = p.data_parallel_replicate * p.shard_degree
-    return {
-        "nodes": p.nodes, "processes_per_node": p.processes_per_node, "gpus": p.world_size,
-        "data_parallel_replicate": p.data_parallel_replicate, "data_parallel_shard": p.shard_degree,
-        "tensor_parallel": p.tensor_parallel, "expert_parallel": p.expert_parallel,
-        "efsdp": p.shard_degree * p.tensor_parallel // p.expert_parallel,
-        "data_parallel_ranks": dp,
-        "gpus_per_replica": p.world_size // p.data_parallel_replicate,
-    }
+    return Layout(
+        nodes=p.nodes, processes_per_node=p.processes_per_node, gpus=p.world_size,
+        data_parallel_replicate=p.data_parallel_replicate, data_parallel_shard=p.shard_degree,
+        tensor_parallel=p.tensor_parallel, expert_parallel=p.expert_parallel,
+        efsdp=p.shard_degree * p.tensor_parallel // p.expert_parallel,
+        data_parallel_ranks=p.data_parallel_replicate * p.shard_degree,
+        gpus_per_replica=p.world_size // p.data_parallel_replicate)
 
 
 def _variant(settings: PretrainConfig, mode: str, async_op: bool) -> PretrainConfig:
@@ -109,9 +142,9 @@ def plan(settings: PretrainConfig, vocab_size: int | None = None, *, hardware: H
     expected = prediction.expected
     traffic = None
     if settings.activation_checkpoint.mode == "offload":
-        traffic = {"gib_each_way": memory.offload_host_gib, "micro_step_s": expected.micro_s,
-                   "transfer_s": expected.c2c_s,
-                   "share_of_micro_step": expected.c2c_s / expected.micro_s if expected.micro_s else 0.0}
+        traffic = OffloadTraffic(gib_each_way=memory.offload_host_gib, micro_step_s=expected.micro_s,
+                                 transfer_s=expected.c2c_s,
+                                 share_of_micro_step=expected.c2c_s / expected.micro_s if expected.micro_s else 0.0)
     warnings = list(memory.notes) + prediction.notes
     problem = settings.routing_problem()
     if problem:
@@ -135,7 +168,7 @@ def _with_peak(hardware: Hardware, settings: PretrainConfig) -> Hardware:
     return replace(hardware, peak_bf16_flops=peak, peak_fp8_flops=2 * peak) if peak else hardware
 
 
-def _what_if(work: Workload, hardware: Hardware) -> list[dict[str, Any]]:
+def _what_if(work: Workload, hardware: Hardware) -> list[WhatIf]:
     """Node-limited routing with each dispatcher: what it changes for this layout (routing.py says why the
     standard all-to-all gains nothing from it)."""
     nodes = max(1, -(-work.expert_parallel // work.gpus_per_node))
@@ -153,4 +186,4 @@ def _what_if(work: Workload, hardware: Hardware) -> list[dict[str, Any]]:
                      num_limited_groups=m), "[pretrain.moe] num_expert_groups / num_limited_groups"))
     rows.append((f"... and comm_backend = \"{other}\"", work.with_(num_expert_groups=groups, num_limited_groups=m,
                  dispatcher=other), "[pretrain.moe] comm_backend"))
-    return [{"label": label, "prediction": predict(w, hardware), "note": note} for label, w, note in rows]
+    return [WhatIf(label, predict(w, hardware), note) for label, w, note in rows]

@@ -22,10 +22,10 @@ def format_plan(pl: Plan) -> str:
         "EUROPA planner (ESTIMATES, not measurements; assumptions: stages/pretrain/planner/)",
         f"model     {pl.flavor}: {_si(pl.total_params)} parameters, {_si(pl.active_params)} active per token, "
         f"vocabulary {pl.vocab_size:,}",
-        f"layout    {lay['nodes']} nodes x {lay['processes_per_node']} = {lay['gpus']} GPUs; "
-        f"HSDP {lay['data_parallel_replicate']} replicas x FSDP {lay['data_parallel_shard']}, "
-        f"TP {lay['tensor_parallel']}, EP {lay['expert_parallel']} (experts FSDP-sharded over {lay['efsdp']}); "
-        f"{lay['gpus_per_replica']} GPUs per replica",
+        f"layout    {lay.nodes} nodes x {lay.processes_per_node} = {lay.gpus} GPUs; "
+        f"HSDP {lay.data_parallel_replicate} replicas x FSDP {lay.data_parallel_shard}, "
+        f"TP {lay.tensor_parallel}, EP {lay.expert_parallel} (experts FSDP-sharded over {lay.efsdp}); "
+        f"{lay.gpus_per_replica} GPUs per replica",
         f"micro-step {pl.tokens_per_microstep:,} tokens per GPU; AC {m.ac_mode}; "
         f"unshard_async_op {'on' if m.unshard_async_op else 'off'}; hardware {pl.hardware.name}",
         "",
@@ -41,10 +41,10 @@ def format_plan(pl: Plan) -> str:
     if m.ac_mode == "offload":
         lines.append(f"  offloaded to the Grace: {m.offload_host_gib:.1f} GiB of {m.saved_activations_gib:.1f} GiB "
                      f"saved activations (host usable per GPU ~{m.host_usable_gib:.0f} GiB)")
-    if pl.offload_traffic:
+    if pl.offload_traffic is not None:
         tr = pl.offload_traffic
-        lines.append(f"  offload traffic: {tr['gib_each_way']:.1f} GiB each way per micro-step = {tr['transfer_s']:.2f} s "
-                     f"over NVLink-C2C vs a {tr['micro_step_s']:.2f} s micro-step ({tr['share_of_micro_step']:.0%}, "
+        lines.append(f"  offload traffic: {tr.gib_each_way:.1f} GiB each way per micro-step = {tr.transfer_s:.2f} s "
+                     f"over NVLink-C2C vs a {tr.micro_step_s:.2f} s micro-step ({tr.share_of_micro_step:.0%}, "
                      f"overlapped with compute)")
     lines.append("")
     lines.append("total GiB per GPU by activation checkpointing       unshard_async_op on   off")
@@ -92,12 +92,12 @@ def _throughput_lines(pl: Plan) -> list[str]:
         lines.append("  what if (expected tokens/s per GPU, pessimistic-optimistic):")
         lines.append(f"    {'configured':<58} {rate.expected:7,.0f}  ({rate.pessimistic:,.0f}-{rate.optimistic:,.0f})")
         for row in pl.what_if:
-            r = row["prediction"].tokens_per_s
+            r = row.prediction.tokens_per_s
             change = r.expected / rate.expected - 1
             same = abs(change) < 0.005
-            lines.append(f"    {row['label']:<58} {r.expected:7,.0f}  ({r.pessimistic:,.0f}-{r.optimistic:,.0f}) "
+            lines.append(f"    {row.label:<58} {r.expected:7,.0f}  ({r.pessimistic:,.0f}-{r.optimistic:,.0f}) "
                          + ("unchanged: the standard all-to-all sends one copy per (token, expert) wherever it goes"
-                            if same else f"{change:+.0%}; {row['prediction'].expected.bottleneck}"))
+                            if same else f"{change:+.0%}; {row.prediction.expected.bottleneck}"))
     p = pl.predicted
     lines += [
         "",
