@@ -61,10 +61,33 @@ def incomplete_checkpoints(folder: Path) -> list[Checkpoint]:
     return sorted(out, key=lambda c: c.step)
 
 
-def model_info(ckpt: Checkpoint) -> dict | None:
-    """What the training folder of `ckpt` says about its model (flavor, vocab_size, ...), or None when absent."""
-    path = ckpt.path.parent.parent / JOB_INFO
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+@dataclass(frozen=True)
+class ModelInfo:
+    """The model a training folder's checkpoints hold, as its JOB_INFO records it."""
+
+    flavor: str
+    vocab_size: int
+    num_expert_groups: int | None = None  # node-limited routing (absent: not limited)
+    num_limited_groups: int | None = None
+
+    @property
+    def routing(self) -> dict[str, int | None]:
+        """The routing arguments of `europa_model.flavors.build_model_args`."""
+        return {"num_expert_groups": self.num_expert_groups, "num_limited_groups": self.num_limited_groups}
+
+
+def folder_model_info(folder: Path) -> ModelInfo | None:
+    """What the training folder `folder` says about its model, or None when it has no JOB_INFO."""
+    path = Path(folder) / JOB_INFO
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return ModelInfo(data["flavor"], data["vocab_size"], data.get("num_expert_groups"), data.get("num_limited_groups"))
+
+
+def model_info(ckpt: Checkpoint) -> ModelInfo | None:
+    """What the training folder of `ckpt` says about its model, or None when absent."""
+    return folder_model_info(ckpt.path.parent.parent)
 
 
 def recorded_digests(step_folder: Path) -> tuple[dict[str, tuple[str, int]], list[Path]]:

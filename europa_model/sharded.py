@@ -41,7 +41,7 @@ def build_sharded_model(flavor: str, vocab_size: int, device: str, *, expert_par
     world = dist.get_world_size()
     if world % expert_parallel:
         raise ValueError(f"expert_parallel {expert_parallel} must divide the {world} ranks")
-    spec = model_registry(flavor, vocab_size, **(routing or {}))  # routing: the checkpoint's (routing_of)
+    spec = model_registry(flavor, vocab_size, **(routing or {}))  # routing: the checkpoint's (ModelInfo.routing)
     multi_rank_cpu = device.startswith("cpu") and world > 1
     parallelism = ParallelismConfig(data_parallel_shard_degree=world, expert_parallel_degree=expert_parallel,
                                     **({"spmd_backend": "partial_dtensor"} if multi_rank_cpu else {}))

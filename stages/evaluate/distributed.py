@@ -113,6 +113,7 @@ def _evaluate(args: argparse.Namespace, rank: int) -> int:
     from pipeline.fsutil import atomic_write_text
     from pipeline.rundir import RunDir
     from pipeline.runconfig import load_run_config
+    from stages.evaluate.metrics import EvalJob
     from stages.evaluate.results import checkpoint_metrics
     from stages.evaluate.scoring import load_weights
     from stages.evaluate.texts import load_eval_texts
@@ -129,23 +130,21 @@ def _evaluate(args: argparse.Namespace, rank: int) -> int:
     dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
     try:
         world = dist.get_world_size()
-        from europa_model.flavors import routing_of
-
-        model = build_sharded_model(info["flavor"], info["vocab_size"], device,
+        model = build_sharded_model(info.flavor, info.vocab_size, device,
                                     expert_parallel=settings.job.expert_parallel, precision=settings.job.precision,
-                                    dump_folder=str(args.job_dir), routing=routing_of(info))
-        load_weights(model, ckpt.path, info["flavor"], info["vocab_size"], distributed=True)
+                                    dump_folder=str(args.job_dir), routing=info.routing)
+        load_weights(model, ckpt.path, info.flavor, info.vocab_size, distributed=True)
         sp, sets = load_eval_texts(run_dir, config, settings)
         seq_len = settings.seq_len or pretrain.seq_len
         with torch.no_grad():
             scores = score_distributed(model, sets, seq_len=seq_len, batch_size=settings.batch_size, bos=sp.bos_id(),
                                        device=device, rank=rank, world=world)
         if rank == 0:
-            metrics = checkpoint_metrics(ckpt, info, sets, scores, seq_len=seq_len,
-                                         job={"launcher": settings.job.launcher, "ranks": world,
-                                              "expert_parallel": settings.job.expert_parallel,
-                                              "precision": settings.job.precision, "device": device.split(":")[0]})
-            atomic_write_text(args.job_dir / RESULT, json.dumps(metrics) + "\n")
+            metrics = checkpoint_metrics(ckpt, info.flavor, sets, scores, seq_len=seq_len,
+                                         job=EvalJob(launcher=settings.job.launcher, ranks=world,
+                                                     expert_parallel=settings.job.expert_parallel,
+                                                     precision=settings.job.precision, device=device.split(":")[0]))
+            atomic_write_text(args.job_dir / RESULT, json.dumps(metrics.to_dict()) + "\n")
         dist.barrier()
     finally:
         dist.destroy_process_group()

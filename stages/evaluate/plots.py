@@ -8,41 +8,43 @@
 
 from __future__ import annotations
 
+import io
 import math
-import os
 from pathlib import Path
-from typing import Any
+
+from pipeline.fsutil import atomic_write_bytes
+from stages.evaluate.metrics import CheckpointMetrics
 
 COLORS = ("#3b6ea8", "#d0703c", "#4f9a5b", "#8a5aa8", "#b8a03a", "#5aa8a0")
 
 
-def write_plots(root: Path, all_metrics: list[dict[str, Any]]) -> None:
+Series = dict[str, dict[str, list[tuple[int, float, float | None]]]]  # set or task -> lang -> (step, value, stderr)
+
+
+def write_plots(root: Path, all_metrics: list[CheckpointMetrics]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     latest = all_metrics[-1]
-    series = _series(all_metrics, "sets", "bits_per_byte", "bits_per_byte_stderr")
-    _latest(root / "bpb_latest.png", latest["step"], {s: v for s, v in series.items()}, "bits per byte")
+    series: Series = {}
+    tasks: Series = {}
+    for m in all_metrics:
+        for name, langs in m.sets.items():
+            for lang, f in langs.items():
+                series.setdefault(name, {}).setdefault(lang, []).append((m.step, f.bits_per_byte, f.bits_per_byte_stderr))
+        for name, by_lang in m.tasks.items():
+            for lang, t in by_lang.items():
+                tasks.setdefault(name, {}).setdefault(lang, []).append((m.step, t.value, t.stderr))
+    _latest(root / "bpb_latest.png", latest.step, series, "bits per byte")
     _small_multiples(root / "bpb_over_steps.png", series, "bits per byte over steps (lower is better)")
-    tasks = _series(all_metrics, "tasks", "value", "stderr")
     for name in ("tasks_latest.png", "tasks_over_steps.png"):
         (root / name).unlink(missing_ok=True)  # a run whose tasks were removed keeps no stale plot
     if tasks:
-        _latest(root / "tasks_latest.png", latest["step"], tasks, "accuracy")
+        _latest(root / "tasks_latest.png", latest.step, tasks, "accuracy")
         _small_multiples(root / "tasks_over_steps.png", tasks, "downstream task accuracy over steps (higher is better)")
 
 
-def _series(all_metrics, key: str, value: str, stderr: str) -> dict[str, dict[str, list[tuple[int, float, float | None]]]]:
-    """{set or task: {lang: [(step, value, stderr), ...]}} over all checkpoints."""
-    out: dict[str, dict[str, list]] = {}
-    for m in all_metrics:
-        for name, langs in m.get(key, {}).items():
-            for lang, f in langs.items():
-                out.setdefault(name, {}).setdefault(lang, []).append((m["step"], f[value], f.get(stderr)))
-    return out
-
-
-def _latest(path: Path, step: int, series, ylabel: str) -> None:
+def _latest(path: Path, step: int, series: Series, ylabel: str) -> None:
     import matplotlib.pyplot as plt
 
     names = list(series)
@@ -58,7 +60,7 @@ def _latest(path: Path, step: int, series, ylabel: str) -> None:
     _save(fig, path)
 
 
-def _small_multiples(path: Path, series, title: str) -> None:
+def _small_multiples(path: Path, series: Series, title: str) -> None:
     import matplotlib.pyplot as plt
 
     langs = sorted({lg for per_lang in series.values() for lg in per_lang})
@@ -92,7 +94,7 @@ def _small_multiples(path: Path, series, title: str) -> None:
 def _save(fig, path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}.png")
-    fig.savefig(tmp, dpi=100, metadata={"Software": None})
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100, metadata={"Software": None})
     plt.close(fig)
-    os.replace(tmp, path)
+    atomic_write_bytes(path, png.getvalue())

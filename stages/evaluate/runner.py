@@ -11,18 +11,19 @@ and skipped by the scheduler, and is an error when asked for explicitly.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from europa_model.checkpoints import JOB_INFO, Checkpoint, incomplete_checkpoints, model_info
+from europa_model.checkpoints import JOB_INFO, Checkpoint, ModelInfo, incomplete_checkpoints, model_info
 from europa_model.devices import resolve_device
 from pipeline import progress
 from pipeline.config import PipelineConfig
 from pipeline.rundir import RunDir
 from stages.checkpoints import TRAINING, NoSuchCheckpoint, checkpoint_id, find_checkpoint, run_checkpoints
 from stages.evaluate.config import EvaluateConfig
-from stages.evaluate.job import EvalJobFailed, job_dir, run_torchrun, slurm_job
+from stages.evaluate.job import EvalJobFailed, run_torchrun, slurm_job
+from stages.evaluate.metrics import CheckpointMetrics, Coverage, EvalJob, TaskFigures
 from stages.evaluate.results import EvalStore, checkpoint_metrics, write_history, write_report
 from stages.evaluate.scoring import CheckpointError, load_model, score
 
@@ -35,25 +36,27 @@ __all__ = ["EvalOutcome", "NothingToEvaluate", "evaluate_run", "run_checkpoints"
 
 @dataclass
 class EvalOutcome:
+    """What one round did. Its lists are plain JSON-able rows: the scheduled flow returns them as they are."""
+
     evaluated: list[int] = field(default_factory=list)
-    skipped: list[dict[str, Any]] = field(default_factory=list)
-    pending: list[dict[str, Any]] = field(default_factory=list)  # distributed jobs still running (not waited for)
-    flagged: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)  # {step, path, reason}: record.SkippedCheckpoint
+    pending: list[dict[str, Any]] = field(default_factory=list)  # {step, path, state}: jobs still running (not waited for)
+    flagged: list[dict[str, Any]] = field(default_factory=list)  # the regressions: results.Change as a dict
     message: str = ""
     report: str | None = None
 
 
-def wanted(settings: EvaluateConfig) -> dict[str, list[str]]:
+def wanted(settings: EvaluateConfig) -> Coverage:
     """What a checkpoint's metrics must cover (a configuration that adds a set or task re-evaluates)."""
-    return {"sets": (["val"] if settings.validation_split else []) + [s.name for s in settings.sets],
-            "tasks": [t.name for t in settings.tasks]}
+    return Coverage(sets=(["val"] if settings.validation_split else []) + [s.name for s in settings.sets],
+                    tasks=[t.name for t in settings.tasks])
 
 
-def _covers(metrics: dict[str, Any] | None, ckpt: Checkpoint, settings: EvaluateConfig) -> bool:
-    if not metrics or metrics.get("checkpoint_id") != checkpoint_id(ckpt):
+def _covers(metrics: CheckpointMetrics | None, ckpt: Checkpoint, settings: EvaluateConfig) -> bool:
+    if metrics is None or metrics.checkpoint_id != checkpoint_id(ckpt):
         return False
-    covered = metrics.get("evaluated_with", {"sets": list(metrics.get("sets", {})), "tasks": []})
-    return all(set(v) <= set(covered.get(k, [])) for k, v in wanted(settings).items())
+    covered, needed = metrics.coverage(), wanted(settings)
+    return set(needed.sets) <= set(covered.sets) and set(needed.tasks) <= set(covered.tasks)
 
 
 def select(checkpoints: list[Checkpoint], store: EvalStore, which: str | None, settings: EvaluateConfig) -> list[Checkpoint]:
@@ -101,7 +104,7 @@ def evaluate_run(run_dir: RunDir, config: PipelineConfig, *, which: str | None =
         if all_metrics:  # rewritten even when nothing is new: the threshold may have changed
             write_history(store.root, all_metrics)
             rows = write_report(store.root, all_metrics, settings.regression_threshold, settings.regression_sigma)
-            outcome.flagged = [r for r in rows if r["flagged"]]
+            outcome.flagged = [asdict(r) for r in rows if r.flagged]
             outcome.report = (store.root / "report.md").read_text()
     if not todo:
         outcome.message = f"all {len(checkpoints)} complete checkpoint(s) already evaluated; nothing new"
@@ -131,7 +134,7 @@ class _Evaluator:
             self._texts = load_eval_texts(self.run_dir, self.config, self.settings)
         return self._texts
 
-    def checkpoint(self, ckpt: Checkpoint, *, wait: bool, retry: bool) -> dict[str, Any] | None:
+    def checkpoint(self, ckpt: Checkpoint, *, wait: bool, retry: bool) -> CheckpointMetrics | None:
         """The metrics of `ckpt`, or None while its distributed job is still running (not waited for)."""
         info = model_info(ckpt)
         if info is None:
@@ -139,7 +142,7 @@ class _Evaluator:
                                   "cannot tell which model it holds")
         job = self.settings.job
         ident = checkpoint_id(ckpt)
-        folder = job_dir(self.store.root, ckpt.step)
+        folder = self.run_dir.store_job_dir(STORE, ckpt.name)
         if job.launcher == "local":
             metrics = self._in_process(ckpt, info)
         elif job.launcher == "torchrun":
@@ -150,34 +153,32 @@ class _Evaluator:
                 self.note = state.note
                 return None
             metrics = state.metrics
-        metrics["evaluated_with"] = wanted(self.settings)
+        metrics.evaluated_with = wanted(self.settings)
         if self.settings.tasks:
             self._tasks(ckpt, info, metrics)
         self._note(ckpt, metrics)
         return metrics
 
-    def _in_process(self, ckpt: Checkpoint, info: dict) -> dict[str, Any]:
+    def _in_process(self, ckpt: Checkpoint, info: ModelInfo) -> CheckpointMetrics:
         device = resolve_device(self.settings.device)
         sp, sets = self.texts()
-        progress.note("evaluate", f"{ckpt.name}: loading ({info['flavor']}, vocabulary {info['vocab_size']:,})")
-        from europa_model.flavors import routing_of
-
-        model = load_model(ckpt.path, info["flavor"], info["vocab_size"], device, routing_of(info))
+        progress.note("evaluate", f"{ckpt.name}: loading ({info.flavor}, vocabulary {info.vocab_size:,})")
+        model = load_model(ckpt.path, info.flavor, info.vocab_size, device, info.routing)
         scores = {(s, lang): score(model, t.docs, t.doc_bytes, seq_len=self.seq_len, batch_size=self.settings.batch_size,
                                    bos=sp.bos_id(), device=device)
                   for s, (by_lang, _) in sets.items() for lang, t in by_lang.items()}
-        return checkpoint_metrics(ckpt, info, sets, scores, seq_len=self.seq_len,
-                                  job={"launcher": "local", "ranks": 1, "expert_parallel": 1, "precision": "float32",
-                                       "device": device})
+        return checkpoint_metrics(ckpt, info.flavor, sets, scores, seq_len=self.seq_len,
+                                  job=EvalJob(launcher="local", ranks=1, expert_parallel=1, precision="float32",
+                                              device=device))
 
-    def _tasks(self, ckpt: Checkpoint, info: dict, metrics: dict[str, Any]) -> None:
+    def _tasks(self, ckpt: Checkpoint, info: ModelInfo, metrics: CheckpointMetrics) -> None:
         """lm-evaluation-harness on the fp32 Hugging Face export of the checkpoint (a temporary folder)."""
         names = [t.name for t in self.settings.tasks]
         if self.settings.job.launcher != "local":
             why = ("downstream tasks run lm-eval on the Hugging Face export in one process; with [evaluate.job] "
                    f"launcher {self.settings.job.launcher!r} (a model sharded over ranks) they are not run")
-            metrics["tasks"], metrics["tasks_missing"] = {}, {n: list(self.config.run.languages) for n in names}
-            metrics["task_reasons"] = {n: {"all": why} for n in names}
+            metrics.tasks, metrics.tasks_missing = {}, {n: list(self.config.run.languages) for n in names}
+            metrics.task_reasons = {n: {"all": why} for n in names}
             progress.note("evaluate", f"{ckpt.name}: {why}")
             return
         from europa_model.hf import export_checkpoint
@@ -187,10 +188,8 @@ class _Evaluator:
         tasks = [self._built(t) for t in self.settings.tasks]
         progress.note("evaluate", f"{ckpt.name}: downstream tasks {', '.join(names)} (lm-eval on the HF export)")
         with tempfile.TemporaryDirectory(prefix=f"europa-eval-{ckpt.name}-") as tmp:
-            from europa_model.flavors import routing_of
-
-            folder = export_checkpoint(ckpt.path, info["flavor"], info["vocab_size"], Path(tmp) / "hf", dtype="fp32",
-                                       tokenizer_dir=self.run_dir.stage_dir("tokenizer"), routing=routing_of(info)).out_dir
+            folder = export_checkpoint(ckpt.path, info.flavor, info.vocab_size, Path(tmp) / "hf", dtype="fp32",
+                                       tokenizer_dir=self.run_dir.stage_dir("tokenizer"), routing=info.routing).out_dir
             res = run_tasks(folder, tasks, list(self.config.run.languages), device=device,
                             batch_size=self.settings.batch_size)
         for task in self.settings.tasks:
@@ -199,7 +198,9 @@ class _Evaluator:
                     if lang not in self._built_tasks.get(task.name, {}):
                         res.reasons[task.name][lang] = ("too few held-out sentences (4 of 6+ words) to build "
                                                         f"europa_cloze_{lang}")
-        metrics["tasks"], metrics["tasks_missing"], metrics["task_reasons"] = res.results, res.missing, res.reasons
+        metrics.tasks = {name: {lang: TaskFigures.model_validate(f) for lang, f in by_lang.items()}
+                         for name, by_lang in res.results.items()}
+        metrics.tasks_missing, metrics.task_reasons = res.missing, res.reasons
 
     def _built(self, task):
         """A task with `build = "validation"`: the cloze task from the held-out documents, built (once per
@@ -218,15 +219,15 @@ class _Evaluator:
             progress.note("evaluate", f"task {task.name}: built from the held-out documents for {len(counts)} languages")
         return task.model_copy(update={"include_path": str(folder)})
 
-    def _note(self, ckpt: Checkpoint, metrics: dict[str, Any]) -> None:
-        for set_name, langs in metrics["sets"].items():
+    def _note(self, ckpt: Checkpoint, metrics: CheckpointMetrics) -> None:
+        for set_name, langs in metrics.sets.items():
             if langs:
-                mean = sum(f["bits_per_byte"] for f in langs.values()) / len(langs)
-                missing = metrics["missing"].get(set_name) or []
+                mean = sum(f.bits_per_byte for f in langs.values()) / len(langs)
+                missing = metrics.missing.get(set_name) or []
                 progress.note("evaluate", f"{ckpt.name} {set_name}: {len(langs)} languages, mean bits/byte {mean:.4f}"
                               + (f"; missing {', '.join(missing)}" if missing else ""))
-        for task, langs in metrics.get("tasks", {}).items():
-            if langs:
-                mean = sum(f["value"] for f in langs.values()) / len(langs)
-                progress.note("evaluate", f"{ckpt.name} {task}: {len(langs)} languages, mean "
-                              f"{next(iter(langs.values()))['metric']} {mean:.4f}")
+        for task, by_lang in metrics.tasks.items():
+            if by_lang:
+                mean = sum(t.value for t in by_lang.values()) / len(by_lang)
+                progress.note("evaluate", f"{ckpt.name} {task}: {len(by_lang)} languages, mean "
+                              f"{next(iter(by_lang.values())).metric} {mean:.4f}")

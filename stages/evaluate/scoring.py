@@ -67,7 +67,7 @@ def ratio_stderr(y: np.ndarray, x: np.ndarray) -> float | None:
 
 def load_model(checkpoint: Path, flavor: str, vocab_size: int, device: str, routing: dict | None = None):
     """The model of `flavor`, whole in this process, with the weights of a torchtitan DCP checkpoint; `routing`:
-    the node-limited routing it was trained with (europa_model.flavors.routing_of(job_info))."""
+    the node-limited routing it was trained with (europa_model.checkpoints.ModelInfo.routing)."""
     import torch
 
     from europa_model.train_compat import apply_for_training

@@ -17,7 +17,7 @@ from europa_model.checkpoints import complete_checkpoints
 from pipeline.manifest import Manifest
 from pipeline.stage import RunStage, StageContext, StageError, StageOutcome
 from stages.evaluate.config import EvaluateConfig
-from stages.evaluate.record import EvaluateRecord
+from stages.evaluate.record import EvaluateRecord, SkippedCheckpoint, TaskSummary
 from stages.evaluate.results import EvalStore, changes
 from stages.evaluate.runner import STORE, evaluate_run
 
@@ -45,7 +45,7 @@ class EvaluateStage(RunStage[EvaluateConfig]):
         outcome = evaluate_run(ctx.run_dir, ctx.config, published_only=True)
         store = EvalStore(ctx.run_dir.store_dir(STORE))
         steps = {c.step for c in complete_checkpoints(ctx.upstream_dir("pretrain"))}
-        evaluated = [m for m in store.all() if m["step"] in steps]
+        evaluated = [m for m in store.all() if m.step in steps]
         if not evaluated:
             raise StageError(f"stage evaluate: no checkpoint of {ctx.upstream_dir('pretrain')} could be evaluated: "
                              + "; ".join(s["reason"] for s in outcome.skipped))
@@ -57,42 +57,42 @@ class EvaluateStage(RunStage[EvaluateConfig]):
         settings = ctx.settings
         rows = changes(evaluated, settings.regression_threshold, settings.regression_sigma)
         per_language: dict[str, dict[str, float]] = {}
-        for set_name, langs in latest["sets"].items():
+        for set_name, langs in latest.sets.items():
             for lang, f in langs.items():
                 d = per_language.setdefault(lang, {})
                 for key in ("bits_per_byte", "bits_per_byte_stderr", "loss", "token_accuracy", "tokens", "documents"):
-                    if f.get(key) is not None:
-                        d[f"{set_name}_{key}"] = f[key]
+                    if getattr(f, key) is not None:
+                        d[f"{set_name}_{key}"] = getattr(f, key)
         tasks = []
         for task in settings.tasks:
-            results = latest.get("tasks", {}).get(task.name, {})
-            for lang, f in results.items():
+            results = latest.tasks.get(task.name, {})
+            for lang, t in results.items():
                 d = per_language.setdefault(lang, {})
-                d[f"{task.name}_{f['metric']}"] = f["value"]
-                if f.get("stderr") is not None:
-                    d[f"{task.name}_{f['metric']}_stderr"] = f["stderr"]
-                d[f"{task.name}_examples"] = f["examples"]
-            tasks.append({"name": task.name, "metric": task.metric, "num_fewshot": task.num_fewshot,
-                          "lm_eval_tasks": {lang: f["lm_eval_task"] for lang, f in sorted(results.items())},
-                          "missing": sorted(latest.get("tasks_missing", {}).get(task.name, []))})
-        statistics = EvaluateRecord.model_validate({
-            "latest_step": latest["step"],
-            "checkpoints_evaluated": [m["step"] for m in evaluated],
-            "eval_sets": list(latest["sets"]),
-            "per_language": dict(sorted(per_language.items())),
-            "tasks": tasks,
-            "missing": latest.get("missing", {}),
-            "sources": latest.get("sources", {}),
-            "flagged": sorted({r["lang"] for r in rows if r["flagged"]}),
-            "regression_threshold": settings.regression_threshold,
-            "regression_sigma": settings.regression_sigma,
-            "method": "bits per byte = total negative log-likelihood / (UTF-8 bytes x ln 2); documents packed like "
-                      "training rows (BOS + document, attention within the document), seq_len "
-                      f"{latest['seq_len']}; standard errors over documents (ratio estimator)",
-            "skipped": outcome.skipped,
-        })
-        val = [f["bits_per_byte"] for f in latest["sets"].get("val", {}).values()]
-        summary = {"checkpoints": len(evaluated), "latest step": latest["step"], "languages": len(per_language)}
+                d[f"{task.name}_{t.metric}"] = t.value
+                if t.stderr is not None:
+                    d[f"{task.name}_{t.metric}_stderr"] = t.stderr
+                d[f"{task.name}_examples"] = t.examples
+            tasks.append(TaskSummary(name=task.name, metric=task.metric, num_fewshot=task.num_fewshot,
+                                     lm_eval_tasks={lang: t.lm_eval_task for lang, t in sorted(results.items())},
+                                     missing=sorted(latest.tasks_missing.get(task.name, []))))
+        statistics = EvaluateRecord(
+            latest_step=latest.step,
+            checkpoints_evaluated=[m.step for m in evaluated],
+            eval_sets=list(latest.sets),
+            per_language=dict(sorted(per_language.items())),
+            tasks=tasks,
+            missing=latest.missing,
+            sources=latest.sources,
+            flagged=sorted({r.lang for r in rows if r.flagged}),
+            regression_threshold=settings.regression_threshold,
+            regression_sigma=settings.regression_sigma,
+            method="bits per byte = total negative log-likelihood / (UTF-8 bytes x ln 2); documents packed like "
+                   "training rows (BOS + document, attention within the document), seq_len "
+                   f"{latest.seq_len}; standard errors over documents (ratio estimator)",
+            skipped=[SkippedCheckpoint.model_validate(s) for s in outcome.skipped],
+        )
+        val = [f.bits_per_byte for f in latest.sets.get("val", {}).values()]
+        summary = {"checkpoints": len(evaluated), "latest step": latest.step, "languages": len(per_language)}
         if val:
             summary["mean val bits/byte"] = round(sum(val) / len(val), 4)
         if statistics.flagged:
@@ -101,12 +101,12 @@ class EvaluateStage(RunStage[EvaluateConfig]):
 
     def summary_markdown(self, manifest: Manifest) -> str:
         report = manifest.outputs and next((o for o in manifest.outputs if o.path == "report.md"), None)
-        s = manifest.statistics
-        head = f"# evaluate: {len(s['checkpoints_evaluated'])} checkpoint(s), latest step {s['latest_step']}\n\n"
-        if s["flagged"]:
-            head += f"**Regressions:** {', '.join(s['flagged'])}\n\n"
-        rows = ["| language | " + " | ".join(f"{x} bits/byte" for x in s["eval_sets"]) + " |",
-                "|---|" + "---|" * len(s["eval_sets"])]
-        for lang, d in s["per_language"].items():
-            rows.append(f"| {lang} | " + " | ".join(f"{d.get(f'{x}_bits_per_byte', float('nan')):.4f}" for x in s["eval_sets"]) + " |")
+        s = EvaluateRecord.model_validate(manifest.statistics)
+        head = f"# evaluate: {len(s.checkpoints_evaluated)} checkpoint(s), latest step {s.latest_step}\n\n"
+        if s.flagged:
+            head += f"**Regressions:** {', '.join(s.flagged)}\n\n"
+        rows = ["| language | " + " | ".join(f"{x} bits/byte" for x in s.eval_sets) + " |",
+                "|---|" + "---|" * len(s.eval_sets)]
+        for lang, d in s.per_language.items():
+            rows.append(f"| {lang} | " + " | ".join(f"{d.get(f'{x}_bits_per_byte', float('nan')):.4f}" for x in s.eval_sets) + " |")
         return head + "\n".join(rows) + ("\n\nFull report: report.md" if report else "")

@@ -7,8 +7,8 @@ What is fixed here, and why:
 - BOS: `add_bos_token=True`. Multiple-choice scores compare continuations after a context, and the model was
   trained with BOS before every document, so the context must start with it (without, every choice is scored
   off-distribution). Perplexity tasks (loglikelihood_rolling) would want False: lm-eval then prefixes BOS itself
-  and True adds a second, a ~2.7% inflation measured here (../shared notes); bits per byte is the project's own
-  evaluator's job, so no such task is configured by default;
+  and True adds a second, which inflates the figure; bits per byte is the project's own evaluator's job, so no
+  such task is configured by default;
 - float32 weights (the fp32 export): the figures are those of the checkpoint, not of a bf16 rounding of it;
 - per language: each [[evaluate.tasks]] names an lm-eval task per language through a template
   (belebele_{flores}, xnli_{lang}, ...); a language whose task lm-eval does not know, or whose data is not

@@ -52,7 +52,7 @@ def test_two_ranks_with_expert_parallel_give_the_numbers_of_one_process(trained_
                 worst = max(worst, abs(g[key] - f[key]) / max(abs(f[key]), 1e-9))
     print(f"2 ranks (FSDP2 + EP 2) vs 1 process: max relative difference {worst:.1e}")
     assert worst < 1e-5
-    job = two / "eval" / "jobs" / "step-6"
+    job = RunDir(two).store_job_dir("eval", "step-6")
     assert (job / "result.json").exists() and (job / "config.toml").exists()
     assert "[evaluate.job]" in (job / "config.toml").read_text()  # the job ran with this process's settings
 

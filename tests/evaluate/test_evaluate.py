@@ -16,6 +16,7 @@ import sentencepiece as spm
 from pipeline.cli import main
 from pipeline.config import load_config
 from pipeline.rundir import RunDir
+from stages.evaluate.metrics import CheckpointMetrics
 from stages.evaluate.results import changes
 from stages.evaluate.runner import evaluate_run
 from europa_model.data.streams import open_shards
@@ -139,23 +140,27 @@ def test_regression_is_flagged_beyond_the_threshold_and_its_noise():
         for lg, bits in docs.items():
             n_bytes = [100] * len(bits)
             sets["val"][lg] = {"bits_per_byte": sum(bits) / sum(n_bytes), "loss": 1.0, "token_accuracy": 0.1,
-                               "tokens": 50, "documents": len(bits)}
+                               "tokens": 50, "bytes": sum(n_bytes), "documents": len(bits)}
             documents["val"][lg] = {"bits": bits, "bytes": n_bytes}
-        return {"step": step, "sets": sets, "documents": documents, "tasks": {"cloze": tasks}}
+        return CheckpointMetrics.model_validate({
+            "step": step, "checkpoint": f"checkpoints/step-{step}", "checkpoint_id": str(step), "flavor": "tiny",
+            "seq_len": 64, "evaluated_at": "", "job": {"launcher": "local", "ranks": 1, "expert_parallel": 1,
+                                                       "precision": "float32", "device": "cpu"},
+            "sets": sets, "missing": {}, "sources": {}, "documents": documents, "tasks": {"cloze": tasks}})
 
     before = {"de": [200.0, 220.0, 180.0, 200.0], "fi": [200.0, 220.0, 180.0, 200.0], "mt": [200.0]}
     after = {"de": [205.0, 225.5, 184.5, 205.0], "fi": [300.0, 110.0, 270.0, 140.0], "mt": [205.0]}
-    acc = lambda v, se: {"metric": "acc", "value": v, "stderr": se, "examples": 100}  # noqa: E731
+    acc = lambda v, se: {"metric": "acc", "value": v, "stderr": se, "examples": 100, "lm_eval_task": "cloze"}  # noqa: E731
     rows = changes([metrics(3, before, {"de": acc(0.60, 0.01), "fi": acc(0.60, 0.05)}),
                     metrics(6, after, {"de": acc(0.50, 0.01), "fi": acc(0.50, 0.05)})], threshold=0.02, sigma=2.0)
-    by = {(r["kind"], r["lang"]): r for r in rows}
+    by = {(r.kind, r.lang): r for r in rows}
     de, fi, mt = by["bits_per_byte", "de"], by["bits_per_byte", "fi"], by["bits_per_byte", "mt"]
-    assert de["relative_change"] == pytest.approx(0.025) and fi["relative_change"] == pytest.approx(0.025)
-    assert de["change"] / de["change_stderr"] > 10 and de["flagged"]
-    assert fi["change"] / fi["change_stderr"] < 2 and not fi["flagged"] and fi["previous_step"] == 3
-    assert mt["change_stderr"] is None and mt["flagged"]  # noise unknown: the threshold decides
-    assert by["task", "de"]["flagged"] and not by["task", "fi"]["flagged"]  # -0.10 is 7 SE for de, 1.4 for fi
-    assert not any(r["flagged"] for r in changes([metrics(3, before, {}), metrics(6, after, {})], threshold=0.03))
+    assert de.relative_change == pytest.approx(0.025) and fi.relative_change == pytest.approx(0.025)
+    assert de.change / de.change_stderr > 10 and de.flagged
+    assert fi.change / fi.change_stderr < 2 and not fi.flagged and fi.previous_step == 3
+    assert mt.change_stderr is None and mt.flagged  # noise unknown: the threshold decides
+    assert by["task", "de"].flagged and not by["task", "fi"].flagged  # -0.10 is 7 SE for de, 1.4 for fi
+    assert not any(r.flagged for r in changes([metrics(3, before, {}), metrics(6, after, {})], threshold=0.03))
 
 
 def test_evaluate_stage_publishes_the_record(run):

@@ -106,5 +106,5 @@ def test_refusals_and_a_live_training_job(run, tmp_path, capsys):
     capsys.readouterr()
     assert main(["export", "hf", "--run-dir", str(run)]) == 0  # default: latest, into <run>/export/
     assert "exported step-9 (training still running)" in capsys.readouterr().out
-    card = (run / "export" / "step-9-bf16" / "README.md").read_text()
+    card = (rd.export_dir("step-9-bf16") / "README.md").read_text()
     assert "Training was still running" in card and "bf16 weights" in card
