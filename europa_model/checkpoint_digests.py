@@ -1,7 +1,7 @@
 """Checkpoint digests computed on the ranks while DCP writes, so nobody reads a checkpoint again to hash it.
 
-A europa-1t checkpoint with its optimizer state is ~7.6 TB; hashing every kept checkpoint when the stage
-publishes would read ~30 TB back from the parallel file system. Instead every rank hashes the bytes of its own
+A europa-1t checkpoint with its optimizer state is terabytes; hashing every kept checkpoint when the stage
+publishes would read them all back from the parallel file system. Instead every rank hashes the bytes of its own
 files as torch.distributed.checkpoint writes them (`HashingFileSystem`: the stream DCP writes into updates a
 sha256 on the way), and after the save writes `checksums-rank<R>.json` into the step folder: its files (DCP
 names them `__<R>_<i>.distcp`), their sha256 and sizes; rank 0's also covers `.metadata`, which DCP's
@@ -35,6 +35,7 @@ from torchtitan.components.checkpoint import AsyncMode, CheckpointManager  # noq
 
 from europa_model.checkpoints import rank_checksums_name  # noqa: E402
 from pipeline.fsutil import atomic_write_text  # noqa: E402
+
 
 class _HashingStream:
     """A write stream that feeds every byte to a sha256 before passing it on; anything else is the file's."""

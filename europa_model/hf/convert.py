@@ -18,14 +18,10 @@ only when complete: everything is written into a hidden sibling folder that is r
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import os
 import re
 import shutil
-import tempfile
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +32,7 @@ from europa_model.hf.config import generation_config, hf_config, known_differenc
 from europa_model.hf.dcp_reader import CheckpointError, DCPCheckpoint
 from europa_model.hf.names import TRAINING_STATE_PREFIXES, ExportPlanError, HFTensor, adapter_for, plan
 from europa_model.hf.safetensors_writer import StreamingShard
+from pipeline.fsutil import atomic_dir, sha256_file
 
 __all__ = ["DTYPES", "ExportError", "ExportResult", "export_checkpoint"]
 
@@ -95,14 +92,6 @@ def _special_ids(tokenizer_dir: Path, vocab_size: int) -> dict[str, int | None]:
     return ids
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -137,8 +126,8 @@ def export_checkpoint(
     (exact). `tokenizer_dir`: the run's `tokenizer/` folder; without it the folder has no tokenizer and
     config.json no BOS/EOS ids. `progress(bytes_written, total_bytes)` is called after each checkpoint tensor.
     `extra_files`: name -> UTF-8 text written into the folder (and SHA256SUMS), e.g. the model card README.md.
-    `routing`: the node-limited routing the checkpoint was trained with (europa_model.flavors.routing_of of its
-    job_info.json; config.json then says n_group / topk_group).
+    `routing`: the node-limited routing the checkpoint was trained with (its job_info.json:
+    europa_model.checkpoints.ModelInfo.routing; config.json then says n_group / topk_group).
     Raises ExportError (or its CheckpointError/ExportPlanError kin, all ValueError) with a one-line reason."""
     from europa_model.flavors import build_model_args
 
@@ -169,10 +158,7 @@ def export_checkpoint(
     names = [f"model-{i + 1:05d}-of-{len(groups):05d}.safetensors" for i in range(len(groups))]
     total = sum(t.nbytes for t in tensors)
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    work = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    work.mkdir()  # not mkdtemp: its 0700 would become the published folder's mode
-    try:
+    with atomic_dir(out_dir, replace=True) as work:  # an existing folder (empty, or overwrite) is swapped out
         sha = _write_shards(ckpt, adapter_for(model_config), groups, names, work, total, progress)
         weight_map = {t.name: n for g, n in zip(groups, names, strict=True) for t in g}
         index = {"metadata": {"total_size": total}, "weight_map": weight_map}
@@ -195,12 +181,8 @@ def export_checkpoint(
             (work / name).write_text(text, encoding="utf-8")
         for p in sorted(work.iterdir()):
             if p.name not in sha:
-                sha[p.name] = _sha256(p)
+                sha[p.name] = sha256_file(p)
         (work / "SHA256SUMS").write_text("".join(f"{sha[n]}  {n}\n" for n in sorted(sha)))
-        _publish(work, out_dir)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     return ExportResult(out_dir=out_dir, shards=names, tensors=len(tensors), parameters=parameters,
                         total_bytes=total, sha256=sha)
 
@@ -229,16 +211,6 @@ def _write_shards(ckpt: DCPCheckpoint, adapter, groups, names, work: Path, total
     if progress:
         progress(written, total)
     return sha
-
-
-def _publish(work: Path, out_dir: Path) -> None:
-    old = None
-    if out_dir.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
-        os.replace(out_dir, old / out_dir.name)
-    os.replace(work, out_dir)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 # Re-exported so callers catch one family of errors from one module.
