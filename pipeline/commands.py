@@ -74,7 +74,7 @@ def run_stages(config_path: str | None, run_dir_path: str | None, selected: list
 def run_log(rd: RunDir) -> Iterator[Path]:
     """The full log of one command in <run>/logs/: every progress line and, under Prefect, every engine message
     (flows/stages.py attaches it to Prefect's loggers) — the terminal shows only what a person reads."""
-    logs = rd.path / "logs"
+    logs = rd.logs_dir()
     logs.mkdir(parents=True, exist_ok=True)
     path = logs / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
     handler = logging.FileHandler(path, encoding="utf-8")

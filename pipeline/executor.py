@@ -285,8 +285,7 @@ def tidy(run_dir: RunDir, name: str) -> None:
         run_dir.clear_attempt(name)
     remove_work(run_dir, name)
     shutil.rmtree(run_dir.staging_dir(name), ignore_errors=True)
-    for trash in run_dir.path.glob(f".trash/{name}-*"):
-        shutil.rmtree(trash, ignore_errors=True)
+    run_dir.remove_trash(name)
 
 
 def remove_work(run_dir: RunDir, name: str, published: Path | None = None) -> None:

@@ -53,7 +53,10 @@ def atomic_dir(final: Path, *, replace: bool = False) -> Iterator[Path]:
             old = final.with_name(f".{final.name}.old-{os.getpid()}-{time.monotonic_ns()}")
             final.rename(old)
             tmp.rename(final)
-            shutil.rmtree(old, ignore_errors=True)
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old, ignore_errors=True)
+            else:  # a file (or link) stood where the folder goes
+                old.unlink(missing_ok=True)
         else:
             try:
                 tmp.rename(final)

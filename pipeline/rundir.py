@@ -95,6 +95,10 @@ class RunDir:
         """Where a model export goes when no destination is given (`europa export hf`)."""
         return self.path / "export" / name
 
+    def logs_dir(self) -> Path:
+        """<run>/logs/: the full log of each command."""
+        return self.path / "logs"
+
     def store_dir(self, name: str) -> Path:
         if name not in STORES:
             raise KeyError(f"unknown results store {name!r}; stores: {', '.join(STORES)}")
@@ -164,6 +168,11 @@ class RunDir:
             shutil.rmtree(staging)
         staging.mkdir(parents=True)
         return staging
+
+    def remove_trash(self, stage: str) -> None:
+        """Old stage folders a publish swapped out and a crash left behind."""
+        for trash in self.path.glob(f".trash/{stage}-*"):
+            shutil.rmtree(trash, ignore_errors=True)
 
     def publish(self, stage: str) -> Path:
         """Swap the staging folder in as the stage folder.
