@@ -296,3 +296,24 @@ def fine(old, new, data, text):
     home = {name for name, nodes in _functions(ast.parse((REPO_ROOT / PRIMITIVES).read_text(encoding="utf-8")))
             if _renames_of_temporaries(nodes) or _file_hash_loops(nodes)}
     assert home == {"atomic_write_bytes", "atomic_dir", "sha256_file"}
+
+
+HOOKS = ("unit_cost", "unit_work", "keep_work", "long_job", "launch_only_settings", "input_signature",
+         "config_model")
+
+
+def test_stage_settings_and_hooks_are_typed_not_cast_or_probed():
+    """ctx.settings is the stage's own config type (StageContext[Cfg]) and the optional hooks are declared on the
+    base classes: nothing casts the one with `# type: ignore` or probes the other with getattr."""
+    cast, probed = [], []
+    for name, path in modules().items():
+        text = path.read_text(encoding="utf-8")
+        for i, line in enumerate(text.splitlines(), 1):
+            if "settings" in line and "type: ignore" in line:
+                cast.append(f"{name}:{i}")
+        for node in ast.walk(ast.parse(text)):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+                    and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and node.args[1].value in HOOKS):
+                probed.append(f"{name}:{node.lineno} {node.args[1].value}")
+    assert cast == [], "stage settings cast with # type: ignore:\n" + "\n".join(cast)
+    assert probed == [], "stage hooks probed with getattr/hasattr:\n" + "\n".join(probed)
