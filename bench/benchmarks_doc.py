@@ -7,7 +7,7 @@
 Measured figures live in those files, each naming its machine and the commit it measured (bench/summary.py's
 `Record`, which `bench/summary.py --record` writes); the other docs and the code's comments say what is and
 point here. This lives in bench/, beside the records and the summary table a run's figures are shown with: the
-pipeline package knows nothing of benchmarks. tests/test_benchmarks_doc.py fails when the page drifts.
+pipeline package knows nothing of benchmarks. tests/bench/test_benchmarks_doc.py fails when the page drifts.
 """
 
 from __future__ import annotations

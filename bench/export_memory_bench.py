@@ -12,7 +12,7 @@ stored chunk (one chunk: fp32 2x, bf16 1.5x).
 A made-up flavor of ~720 MB (small's width and routing shape, 3 layers, 128 experts, vocabulary 16,384;
 `small` itself is 8.6 GB in fp32, too much for a 2-core CI box) is saved as a real DCP checkpoint with
 random weights, once from one process (every tensor one stored chunk) and once from 2 gloo ranks as FSDP
-saves (2 chunks per tensor). Each export runs in a fresh process (tests/export/hf_memory.py: baseline RSS
+saves (2 chunks per tensor). Each export runs in a fresh process (tests/europa_model/hf/hf_memory.py: baseline RSS
 after imports, kernel high-water mark reset, VmHWM after; malloc's mmap threshold fixed at 4 MB so heap
 fragmentation does not blur the figure, see there). The export's fixed cost (~8 MB: the plan and its
 bookkeeping) is included in the figures. Also printed: what the rule predicts for small and europa-1t.
@@ -64,13 +64,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.parse_args()
 
-    from tests.export.hf_checkpoints import (
+    from tests.europa_model.hf.hf_checkpoints import (
         build_unit_scale_model,
         registered_flavor,
         save_checkpoint,
         save_sharded_checkpoint,
     )
-    from tests.export.hf_memory import export_peak
+    from tests.europa_model.hf.hf_memory import export_peak
 
     with tempfile.TemporaryDirectory(prefix="export-bench-") as tmp:
         with registered_flavor(FLAVOR, bench_flavor()):

@@ -6,7 +6,7 @@
 Walks `[run]`, `[orchestration]` and every implemented stage's `Config` model (pipeline.registry), nested
 tables included, and writes one table per TOML table: key, type (with its bounds), default, description.
 The descriptions are the models' own `Field(description=...)` / attribute docstrings, so the reference
-cannot say something the code does not; tests/test_config_reference.py fails when the file drifts.
+cannot say something the code does not; tests/pipeline/test_config_reference.py fails when the file drifts.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
 Every stage's `statistics` is its record model (stages/<stage>/record.py, named by pipeline/registry.py); the
 page lists each table's fields with their types and descriptions, nested tables after their parent, so the
 contract a consumer (the compliance stage, a user's script) reads cannot differ from what the code writes;
-tests/test_records_reference.py fails when the file drifts.
+tests/pipeline/test_records_reference.py fails when the file drifts.
 """
 
 from __future__ import annotations

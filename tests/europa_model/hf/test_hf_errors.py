@@ -11,7 +11,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from tests.export.hf_checkpoints import build_unit_scale_model, save_checkpoint  # noqa: E402
+from tests.europa_model.hf.hf_checkpoints import build_unit_scale_model, save_checkpoint  # noqa: E402
 
 VOCAB = 500
 

@@ -12,7 +12,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 
 from torch.distributed.checkpoint import FileSystemReader  # noqa: E402
 
-from tests.export.hf_checkpoints import build_unit_scale_model, save_checkpoint, save_sharded_checkpoint  # noqa: E402
+from tests.europa_model.hf.hf_checkpoints import build_unit_scale_model, save_checkpoint, save_sharded_checkpoint  # noqa: E402
 
 
 def test_two_rank_checkpoint_exports_the_same_bytes(tmp_path):

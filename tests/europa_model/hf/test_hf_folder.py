@@ -21,7 +21,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from tests.export.hf_checkpoints import build_unit_scale_model, save_checkpoint  # noqa: E402
+from tests.europa_model.hf.hf_checkpoints import build_unit_scale_model, save_checkpoint  # noqa: E402
 
 VOCAB = 1000
 SEQ = 40

@@ -25,7 +25,7 @@ def test_pipeline_checkpoint_exports_and_scores_the_same(trained_run, tmp_path):
     from europa_model.hf import export_checkpoint
     from europa_model.hf.generate import generate
     from stages.evaluate.scoring import load_model
-    from tests.export.test_hf_folder import _fp32_experts
+    from tests.europa_model.hf.test_hf_folder import _fp32_experts
 
     _, run_dir = trained_run
     ck = run_dir / "pretrain" / "checkpoints" / "step-6"

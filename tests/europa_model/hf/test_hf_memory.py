@@ -16,8 +16,8 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 
 import pytest  # noqa: E402
 
-from tests.export.hf_checkpoints import build_unit_scale_model, registered_flavor, save_checkpoint  # noqa: E402
-from tests.export.hf_memory import export_peak  # noqa: E402
+from tests.europa_model.hf.hf_checkpoints import build_unit_scale_model, registered_flavor, save_checkpoint  # noqa: E402
+from tests.europa_model.hf.hf_memory import export_peak  # noqa: E402
 
 MB = 1 << 20
 

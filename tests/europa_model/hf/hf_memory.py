@@ -8,7 +8,7 @@ the export holds (measured: 80-128 MB for the same bf16 export of 48 MB tensors)
 fixes the threshold at 4 MB (MALLOC_MMAP_THRESHOLD_, which also turns the dynamic raise off): every
 tensor buffer is then mapped and unmapped as europa-1t's multi-GB tensors always are.
 
-    python -m tests.export.hf_memory '<json: checkpoint, out, dtype, flavor_name, flavor fields>'
+    python -m tests.europa_model.hf.hf_memory '<json: checkpoint, out, dtype, flavor_name, flavor fields>'
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _status(field: str) -> int:
@@ -39,7 +39,7 @@ def export_peak(checkpoint: Path, out: Path, dtype: str, flavor_name: str, flavo
            "flavor": dataclasses.asdict(flavor), "max_shard_bytes": max_shard_bytes, "reader": reader}
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "HF_HUB_OFFLINE": "1",
            "MALLOC_MMAP_THRESHOLD_": str(4 << 20)}
-    proc = subprocess.run([sys.executable, "-m", "tests.export.hf_memory", json.dumps(job)], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "tests.europa_model.hf.hf_memory", json.dumps(job)], capture_output=True,
                           text=True, cwd=ROOT, env=env)
     if proc.returncode:
         raise RuntimeError(f"export in a fresh process failed:\n{proc.stderr[-3000:]}")
@@ -52,7 +52,7 @@ def _child(job: dict) -> None:
 
     from europa_model.flavors import Flavor
     from europa_model.hf import export_checkpoint
-    from tests.export.hf_checkpoints import registered_flavor
+    from tests.europa_model.hf.hf_checkpoints import registered_flavor
 
     if job["reader"] == "dcp":
         from europa_model.hf.dcp_reader import DCPCheckpoint
