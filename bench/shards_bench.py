@@ -106,14 +106,14 @@ def main() -> int:
             records = {f.parent.name: _tokenize(job) for f, job in zip(files, one_jobs)}
             best["one"] = min(best["one"], time.perf_counter() - t0)
             t0 = time.perf_counter()
-            written2 = sum(r["tokens"] for rs in pool.map(_tokenize, two_jobs, chunksize=1) for r in rs)
+            written2 = sum(r.tokens for rs in pool.map(_tokenize, two_jobs, chunksize=1) for r in rs)
             best["two"] = min(best["two"], time.perf_counter() - t0)
-    written = sum(r["tokens"] for rs in records.values() for r in rs)
+    written = sum(r.tokens for rs in records.values() for r in rs)
     assert written == written2 == raw_tokens + len(docs), (written, written2, raw_tokens)
     t_raw, t_one, t_two = best["raw"], best["one"], best["two"]
 
     # Read: an index.json over the 1-process output, then rows of 4096 tokens the way the dataloader packs them.
-    shards = [{**rec, "path": f"{lang}/{rec['name']}", "lang": lang} for lang, rs in records.items() for rec in rs]
+    shards = [{**rec.model_dump(), "path": f"{lang}/{rec.name}", "lang": lang} for lang, rs in records.items() for rec in rs]
     index = {"bos_id": sp.bos_id(), "eos_id": sp.eos_id(), "shards": shards}
     read_dir = tmp / f"one-{args.repeats - 1}"
     (read_dir / "index.json").write_text(json.dumps(index))

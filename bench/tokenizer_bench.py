@@ -300,7 +300,7 @@ def fairness(args: argparse.Namespace) -> dict:
         current, prev_model = dict(targets["balanced"]), Path(runs["balanced"]["model"])
         for rnd in range(1, args.rebalance_rounds + 1):
             dev = measure(prev_model, dev_texts, "en", parallel=True)
-            current = rebalance(current, {l: m["parity"] for l, m in dev.items()}, available, budget, sample_cfg.max_passes,
+            current = rebalance(current, {l: m.parity for l, m in dev.items()}, available, budget, sample_cfg.max_passes,
                                 args.rebalance_strength)
             name = "rebalanced" if rnd == args.rebalance_rounds else f"rebalanced-{rnd}"
             d = work / name
@@ -309,7 +309,7 @@ def fairness(args: argparse.Namespace) -> dict:
             spec = {"inputs": [str(d / f"{lang}.txt") for lang in languages], "prefix": str(work / f"{name}-bpe"),
                     "vocab_size": args.vocab_size, "threads": args.threads, "seed": args.seed}
             (work / f"{name}.json").write_text(json.dumps(spec))
-            print(f"training {name} (round {rnd}, worst dev parity {max(m['parity'] for m in dev.values()):.3f}) ...", flush=True)
+            print(f"training {name} (round {rnd}, worst dev parity {max(m.parity for m in dev.values()):.3f}) ...", flush=True)
             runs[name] = run_child(["--_train", str(work / f"{name}.json")])
             prev_model = Path(runs[name]["model"])
         if args.rebalance_rounds:
@@ -318,7 +318,8 @@ def fairness(args: argparse.Namespace) -> dict:
         texts, missing = parallel_from_flores(devtest, languages)
         if missing:
             print(f"FLORES devtest missing for: {', '.join(missing)}")
-        metrics = {name: measure(Path(r["model"]), texts, "en", parallel=True) for name, r in runs.items()}
+        metrics = {name: {lang: m.model_dump(exclude_unset=True) for lang, m in measure(Path(r["model"]), texts, "en", parallel=True).items()}
+                   for name, r in runs.items()}  # as report.json has them
     finally:
         if tmp is not None:
             tmp.cleanup()

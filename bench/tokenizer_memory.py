@@ -121,8 +121,8 @@ def memory_scaling(args: argparse.Namespace, run_child: Callable[[list[str]], di
             t0 = time.perf_counter()
             written = {lang: write_language_sample(files[lang], share, args.seed, 4096, folder / f"{lang}.txt") for lang, share in plan.items()}
             sample_s = time.perf_counter() - t0
-            chars, lines = sum(w["chars"] for w in written.values()), sum(w["lines"] for w in written.values())
-            read_share = sum(w["row_groups_read"] for w in written.values()) / sum(total_rgs.values())
+            chars, lines = sum(w.chars for w in written.values()), sum(w.lines for w in written.values())
+            read_share = sum(w.row_groups_read for w in written.values()) / sum(total_rgs.values())
             print(f"  sample {size:>12,} chars ({size / sum(available.values()):.0%} of the corpus): wrote {chars:,} chars / "
                   f"{lines:,} lines in {sample_s:.1f} s, reading {read_share:.0%} of the corpus's row groups", flush=True)
             for model_type, vocab in series:

@@ -16,39 +16,23 @@ import hashlib
 import json
 import os
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict
 
 from pipeline.manifest import Manifest
 from pipeline.stage import Payload, StageContext, StageError, StageOutcome, Step, StepResults, Unit, UnitResult, UnitStage
 from stages.shards.config import ShardsConfig
+from stages.shards.index import IndexedShard, ShardIndex, ShardWritten
+from stages.shards.record import LanguageMixture, LanguageSplit, Mixture, ShardsRecord, Totals
 
 Ctx = StageContext[ShardsConfig]
-SPLITS = ("train", "val")
 
 
 class TokenizePayload(Payload):
     lang: str
     files: list[str]  # a run of the language's ingest Parquet parts
     val_threshold: int  # a document whose split hash is below it goes to validation
-
-
-class ShardWritten(BaseModel):
-    """A shard a unit wrote (europa_model/data/format.py's writer), with the checksums taken while writing."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    split: str
-    name: str
-    dtype: str
-    tokens: int
-    docs: int
-    ids_bytes: int
-    sha256_bin: str
-    sha256_idx: str
-    sha256_ids: str
 
 
 class TokenizeResult(UnitResult):
@@ -59,7 +43,31 @@ class TokenizeResult(UnitResult):
 TOKENIZE = Step("tokenize", TokenizePayload, TokenizeResult)  # each unit: a run of one language's ingest files
 EXACT_SPLIT_BELOW_DOCS = 1_000_000  # smaller languages get an exact validation count (read their ids once)
 DEFAULT_BYTES_PER_TOKEN = 4.0  # for sizing units when the tokenizer measured none for a language
-SHARD_FIELDS = ("dtype", "tokens", "docs", "ids_bytes", "sha256_bin", "sha256_idx", "sha256_ids")  # index.json, per shard
+
+
+@dataclass
+class SplitCount:
+    tokens: int = 0
+    docs: int = 0
+    shards: int = 0
+
+
+@dataclass
+class LanguageCount:
+    """One language's tokens, documents and shards per split, counted as finalize moves its shards."""
+
+    train: SplitCount = field(default_factory=SplitCount)
+    val: SplitCount = field(default_factory=SplitCount)
+
+    def add(self, shard: ShardWritten) -> None:
+        count = self.val if shard.split == "val" else self.train
+        count.tokens += shard.tokens
+        count.docs += shard.docs
+        count.shards += 1
+
+    def record(self) -> LanguageSplit:
+        return LanguageSplit(train_tokens=self.train.tokens, train_docs=self.train.docs, train_shards=self.train.shards,
+                             val_tokens=self.val.tokens, val_docs=self.val.docs, val_shards=self.val.shards)
 
 
 class ShardsStage(UnitStage[ShardsConfig]):
@@ -118,7 +126,7 @@ class ShardsStage(UnitStage[ShardsConfig]):
                                      shard_bytes=ctx.settings.shard_bytes)
         except RoundTripError as e:
             raise StageError(f"stage shards: {e}; retrain it (europa stage tokenizer --force)") from None
-        return TokenizeResult.model_validate({"lang": p.lang, "shards": records})
+        return TokenizeResult(lang=p.lang, shards=records)
 
     def unit_work(self, unit: Unit, result: Any) -> tuple[float, str]:
         return float(sum(r.tokens for r in result.shards)), "tokens"
@@ -127,72 +135,72 @@ class ShardsStage(UnitStage[ShardsConfig]):
         import sentencepiece as spm
 
         from stages.mixture import allocate
-        from stages.shards.record import ShardsRecord
 
         cfg = ctx.settings
         results = TOKENIZE.results(done)
         sp = spm.SentencePieceProcessor(model_file=str(ctx.upstream_dir("tokenizer") / "tokenizer.model"))
         counters: dict[tuple[str, str], int] = defaultdict(int)
-        per_lang: dict[str, dict[str, int]] = {lang: {f"{s}_{k}": 0 for s in SPLITS for k in ("tokens", "docs", "shards")}
-                                               for lang in ctx.config.run.languages}
-        shards, tokens_out, checksums = [], {}, {}
+        per_lang = {lang: LanguageCount() for lang in ctx.config.run.languages}
+        shards: list[IndexedShard] = []
+        tokens_out: dict[str, int] = {}
+        checksums: dict[str, str] = {}
         for uid in sorted(results):
             r = results[uid]
-            for shard_written in r.shards:
-                rec = shard_written.model_dump()
-                split, lang = rec["split"], r.lang
+            for written in r.shards:
+                split, lang = written.split, r.lang
                 dest = out_dir / split / lang / f"shard-{counters[(split, lang)]:05d}"
                 counters[(split, lang)] += 1
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 for ext in (".bin", ".idx", ".ids"):
-                    os.replace(ctx.unit_dir(TOKENIZE.name, uid) / f"{rec['name']}{ext}", dest.with_suffix(ext))
+                    os.replace(ctx.unit_dir(TOKENIZE.name, uid) / f"{written.name}{ext}", dest.with_suffix(ext))
                 rel = dest.relative_to(out_dir).as_posix()
-                shard = {"path": rel, "split": split, "lang": lang, **{k: rec[k] for k in SHARD_FIELDS}}
+                shard = IndexedShard(path=rel, lang=lang, **written.model_dump(exclude={"name"}))
                 check_written(dest, shard)
                 shards.append(shard)
-                tokens_out[f"{rel}.bin"] = rec["tokens"]
-                checksums.update({f"{rel}{ext}": rec[f"sha256_{ext[1:]}"] for ext in (".bin", ".idx", ".ids")})
-                st = per_lang[lang]
-                st[f"{split}_tokens"] += rec["tokens"]
-                st[f"{split}_docs"] += rec["docs"]
-                st[f"{split}_shards"] += 1
+                tokens_out[f"{rel}.bin"] = written.tokens
+                checksums.update({f"{rel}.bin": written.sha256_bin, f"{rel}.idx": written.sha256_idx,
+                                  f"{rel}.ids": written.sha256_ids})
+                per_lang[lang].add(written)
 
-        no_val = [lang for lang, s in per_lang.items() if cfg.val_fraction > 0 and s["val_docs"] == 0]
-        index = {"format": 1, "vocab_size": sp.GetPieceSize(), "bos_id": sp.bos_id(), "eos_id": sp.eos_id(), "pad_id": sp.pad_id(),
-                 "dtype": shards[0]["dtype"] if shards else None, "seed": ctx.config.run.seed,
-                 "tokenizer_output_digest": ctx.upstream["tokenizer"].output_digest, "shards": shards}
-        checksums["index.json"] = _write_json(out_dir / "index.json", index)
+        no_val = [lang for lang, c in per_lang.items() if cfg.val_fraction > 0 and c.val.docs == 0]
+        index = ShardIndex(format=1, vocab_size=sp.GetPieceSize(), bos_id=sp.bos_id(), eos_id=sp.eos_id(), pad_id=sp.pad_id(),
+                           dtype=shards[0].dtype if shards else None, seed=ctx.config.run.seed,
+                           tokenizer_output_digest=ctx.upstream["tokenizer"].output_digest, shards=shards)
+        checksums["index.json"] = _write_json(out_dir / "index.json", index.model_dump())
 
-        available = {lang: s["train_tokens"] for lang, s in per_lang.items()}
+        available = {lang: c.train.tokens for lang, c in per_lang.items()}
         budget = cfg.mixture.total_tokens or sum(available.values())
         target = allocate(available, budget, cfg.mixture.policy, cfg.mixture.max_epochs, cfg.mixture.temperature)
         total_target = sum(target.values()) or 1
-        mixture = {
-            "policy": cfg.mixture.policy, "planned_tokens": budget, "allocated_tokens": total_target,
-            "max_epochs": cfg.mixture.max_epochs, "temperature": cfg.mixture.temperature if cfg.mixture.policy == "temperature" else None,
-            "languages": {lang: {"weight": round(target[lang] / total_target, 8), "tokens": target[lang], "available_tokens": available[lang],
-                                 "expected_epochs": round(target[lang] / available[lang], 4) if available[lang] else 0.0}
-                          for lang in sorted(target)},
-        }
-        if total_target < budget:
-            mixture["note"] = (f"the epoch cap leaves {budget - total_target:,} of {budget:,} planned tokens unallocated: "
-                               f"add data or raise max_epochs")
-        checksums["mixture.json"] = _write_json(out_dir / "mixture.json", mixture)
+        mixture = Mixture(
+            policy=cfg.mixture.policy, planned_tokens=budget, allocated_tokens=total_target, max_epochs=cfg.mixture.max_epochs,
+            temperature=cfg.mixture.temperature if cfg.mixture.policy == "temperature" else None,
+            languages={lang: LanguageMixture(weight=round(target[lang] / total_target, 8), tokens=target[lang],
+                                             available_tokens=available[lang],
+                                             expected_epochs=round(target[lang] / available[lang], 4) if available[lang] else 0.0)
+                       for lang in sorted(target)},
+        )
+        if total_target < budget:  # assigned, so set: mixture.json and the record carry a note only then
+            mixture.note = (f"the epoch cap leaves {budget - total_target:,} of {budget:,} planned tokens unallocated: "
+                            f"add data or raise max_epochs")
+        checksums["mixture.json"] = _write_json(out_dir / "mixture.json", mixture.model_dump(exclude_unset=True))
 
-        totals = {k: sum(s[k] for s in per_lang.values()) for k in ("train_tokens", "train_docs", "val_tokens", "val_docs")}
-        statistics = ShardsRecord.model_validate({
-            "totals": totals, "per_language": per_lang, "dtype": index["dtype"], "vocab_size": index["vocab_size"],
-            "shards": len(shards), "mixture": mixture, "languages_without_validation": no_val})
-        summary = {"train tokens": totals["train_tokens"], "val tokens": totals["val_tokens"], "shards": len(shards), "languages": len(per_lang)}
+        counts = per_lang.values()
+        totals = Totals(train_tokens=sum(c.train.tokens for c in counts), train_docs=sum(c.train.docs for c in counts),
+                        val_tokens=sum(c.val.tokens for c in counts), val_docs=sum(c.val.docs for c in counts))
+        statistics = ShardsRecord(
+            totals=totals, per_language={lang: c.record() for lang, c in per_lang.items()}, dtype=index.dtype,
+            vocab_size=index.vocab_size, shards=len(shards), mixture=mixture, languages_without_validation=no_val)
+        summary = {"train tokens": totals.train_tokens, "val tokens": totals.val_tokens, "shards": len(shards), "languages": len(per_lang)}
         return StageOutcome(statistics=statistics, summary=summary, tokens=tokens_out, checksums=checksums)
 
     def summary_markdown(self, manifest: Manifest) -> str:
-        s = manifest.statistics
-        lines = [f"# shards: {s['totals']['train_tokens']:,} train / {s['totals']['val_tokens']:,} validation tokens", "",
+        s = ShardsRecord.model_validate(manifest.statistics)
+        lines = [f"# shards: {s.totals.train_tokens:,} train / {s.totals.val_tokens:,} validation tokens", "",
                  "| language | train tokens | val tokens | mixture weight | expected epochs |", "|---|---:|---:|---:|---:|"]
-        for lang, st in s["per_language"].items():
-            mx = s["mixture"]["languages"][lang]
-            lines.append(f"| {lang} | {st['train_tokens']:,} | {st['val_tokens']:,} | {mx['weight']:.4f} | {mx['expected_epochs']:.2f} |")
+        for lang, st in s.per_language.items():
+            mx = s.mixture.languages[lang]
+            lines.append(f"| {lang} | {st.train_tokens:,} | {st.val_tokens:,} | {mx.weight:.4f} | {mx.expected_epochs:.2f} |")
         return "\n".join(lines) + "\n"
 
 
@@ -210,12 +218,12 @@ def group_files(files: list[Path], expected_bytes: list[float], shard_bytes: int
     return groups
 
 
-def check_written(prefix: Path, shard: dict[str, Any]) -> None:
+def check_written(prefix: Path, shard: IndexedShard) -> None:
     """The moved shard's files have the sizes its record implies (stats only: the checksums were computed while
     writing); a failure means the unit folder was damaged between its unit and finalize."""
     import numpy as np
 
-    expected = {".bin": shard["tokens"] * np.dtype(shard["dtype"]).itemsize, ".idx": (shard["docs"] + 1) * 8, ".ids": shard["ids_bytes"]}
+    expected = {".bin": shard.tokens * np.dtype(shard.dtype).itemsize, ".idx": (shard.docs + 1) * 8, ".ids": shard.ids_bytes}
     for ext, size in expected.items():
         path = prefix.with_suffix(ext)
         actual = path.stat().st_size if path.exists() else None

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from europa_model.data.format import ShardWriter, token_dtype
+from stages.shards.index import ShardWritten, Split
 
 
 class RoundTripError(ValueError):
@@ -38,10 +39,10 @@ class _RollingShards:
     """One split's shards in a unit folder: `<split>-0000`, `<split>-0001`, ... each at most `max_tokens`
     (a document longer than that gets a shard of its own)."""
 
-    def __init__(self, out_dir: Path, split: str, dtype: np.dtype, eos: int, max_tokens: int):
+    def __init__(self, out_dir: Path, split: Split, dtype: np.dtype, eos: int, max_tokens: int):
         self.out_dir, self.split, self.dtype, self.eos, self.max_tokens = out_dir, split, dtype, eos, max_tokens
         self.writer: ShardWriter | None = None
-        self.records: list[dict] = []
+        self.records: list[ShardWritten] = []
 
     def add(self, ids: list[str], docs: list[np.ndarray]) -> None:
         lengths = np.fromiter(map(len, docs), np.int64, len(docs)) + 1  # + EOS
@@ -69,12 +70,12 @@ class _RollingShards:
 
     def close(self) -> None:
         if self.writer is not None:
-            self.records.append({"split": self.split, **self.writer.close()})
+            self.records.append(ShardWritten.model_validate({"split": self.split, **self.writer.close()}))
             self.writer = None
 
 
 def tokenize_files(model_path: Path, parquet_files: list[Path], out_dir: Path, *, seed: int, val_threshold: int,
-                   shard_bytes: int, batch_size: int = 1024) -> list[dict]:
+                   shard_bytes: int, batch_size: int = 1024) -> list[ShardWritten]:
     """Write `train-NNNN` / `val-NNNN` shards of the files' documents (tokens + EOS) into out_dir, each .bin at
     most `shard_bytes`; returns their records (with the checksums computed while writing)."""
     import pyarrow.parquet as pq
@@ -82,7 +83,7 @@ def tokenize_files(model_path: Path, parquet_files: list[Path], out_dir: Path, *
     sp = _processor(str(model_path), Path(model_path).stat().st_mtime_ns)  # loaded once per worker
     eos, dtype = sp.eos_id(), token_dtype(sp.GetPieceSize())
     max_tokens = max(1, shard_bytes // dtype.itemsize)
-    splits = {s: _RollingShards(out_dir, s, dtype, eos, max_tokens) for s in ("train", "val")}
+    train, val = _RollingShards(out_dir, "train", dtype, eos, max_tokens), _RollingShards(out_dir, "val", dtype, eos, max_tokens)
     checked = False
     for parquet_file in parquet_files:
         for batch in pq.ParquetFile(parquet_file).iter_batches(columns=["id", "text"], batch_size=batch_size):
@@ -96,13 +97,13 @@ def tokenize_files(model_path: Path, parquet_files: list[Path], out_dir: Path, *
                     raise RoundTripError(f"the tokenizer does not round-trip document {ids[0]} of {parquet_file}")
                 checked = True
             if val_threshold <= 0:
-                splits["train"].add(ids, docs)
+                train.add(ids, docs)
                 continue
             is_val = [split_hash(seed, i) < val_threshold for i in ids]
-            for split, want in (("train", False), ("val", True)):
+            for rolling, want in ((train, False), (val, True)):
                 chosen = [k for k, v in enumerate(is_val) if v is want]
                 if chosen:
-                    splits[split].add([ids[k] for k in chosen], [docs[k] for k in chosen])
-    for rolling in splits.values():
+                    rolling.add([ids[k] for k in chosen], [docs[k] for k in chosen])
+    for rolling in (train, val):
         rolling.close()
-    return sorted((r for rolling in splits.values() for r in rolling.records), key=lambda r: r["name"])
+    return sorted(train.records + val.records, key=lambda r: r.name)

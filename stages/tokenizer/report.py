@@ -10,10 +10,22 @@ from __future__ import annotations
 import glob
 import json
 import os
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from pipeline.languages import LANGUAGES
+from stages.tokenizer.record import LanguageMetrics
+
+
+@dataclass(frozen=True)
+class ReportMeta:
+    """What the metrics are of: report.json's "meta", the report's title and the plot's parity gate."""
+
+    model_type: str
+    vocab_size: int
+    evaluation_text: str
+    max_parity: float | None
+    missing_languages: list[str]
 
 
 def parallel_from_ingest(data_dir: Path, source: str, languages: list[str]) -> dict[str, dict[str, str]]:
@@ -62,7 +74,7 @@ def sample_from_ingest(data_dir: Path, languages: list[str], max_docs: int = 200
     return out
 
 
-def measure(model_path: Path, texts: dict[str, dict[str, str]], reference: str, parallel: bool) -> dict[str, dict[str, Any]]:
+def measure(model_path: Path, texts: dict[str, dict[str, str]], reference: str, parallel: bool) -> dict[str, LanguageMetrics]:
     import sentencepiece as spm
 
     sp = spm.SentencePieceProcessor(model_file=str(model_path))
@@ -71,7 +83,7 @@ def measure(model_path: Path, texts: dict[str, dict[str, str]], reference: str, 
     newline = sp.PieceToId("<0x0A>")
     is_byte = [sp.IsByte(i) and i != newline for i in range(sp.GetPieceSize())]
     tokens_by_lang: dict[str, dict[str, int]] = {}
-    result: dict[str, dict[str, Any]] = {}
+    result: dict[str, LanguageMetrics] = {}
     for lang, docs in texts.items():
         keys = sorted(docs)
         ids = sp.encode([docs[k] for k in keys])
@@ -81,31 +93,33 @@ def measure(model_path: Path, texts: dict[str, dict[str, str]], reference: str, 
         n_bytes = sum(len(docs[k].encode("utf-8")) for k in keys)
         n_fallback = sum(is_byte[t] for x in ids for t in x)
         n_newlines = sum(t == newline for x in ids for t in x)
-        result[lang] = {
-            "texts": len(keys), "tokens": n_tokens, "words": n_words, "bytes": n_bytes,
-            "fertility": round(n_tokens / n_words, 4) if n_words else None,
-            "bytes_per_token": round(n_bytes / n_tokens, 4) if n_tokens else None,
-            "byte_fallback_rate": round(n_fallback / n_tokens, 6) if n_tokens else None,
-            "newline_rate": round(n_newlines / n_tokens, 6) if n_tokens else None,
-            "parity": None,
-        }
+        result[lang] = LanguageMetrics(
+            texts=len(keys), tokens=n_tokens, words=n_words, bytes=n_bytes,
+            fertility=round(n_tokens / n_words, 4) if n_words else None,
+            bytes_per_token=round(n_bytes / n_tokens, 4) if n_tokens else None,
+            byte_fallback_rate=round(n_fallback / n_tokens, 6) if n_tokens else None,
+            newline_rate=round(n_newlines / n_tokens, 6) if n_tokens else None,
+            parity=None,
+        )
     if parallel and reference in tokens_by_lang:
         ref = tokens_by_lang[reference]
         for lang, toks in tokens_by_lang.items():
             shared = [k for k in toks if k in ref]
             denom = sum(ref[k] for k in shared)
             if shared and denom:
-                result[lang]["parity"] = round(sum(toks[k] for k in shared) / denom, 4)
-                result[lang]["parallel_texts"] = len(shared)
+                # An assigned field counts as set: parallel_texts is dumped (exclude_unset) only where it was measured.
+                result[lang].parity = round(sum(toks[k] for k in shared) / denom, 4)
+                result[lang].parallel_texts = len(shared)
     return result
 
 
-def write_reports(metrics: dict[str, dict[str, Any]], meta: dict[str, Any], out_dir: Path) -> list[Path]:
-    (out_dir / "report.json").write_text(json.dumps({"meta": meta, "languages": metrics}, indent=2, ensure_ascii=False) + "\n")
+def write_reports(metrics: dict[str, LanguageMetrics], meta: ReportMeta, out_dir: Path) -> list[Path]:
+    languages = {lang: m.model_dump(exclude_unset=True) for lang, m in metrics.items()}  # as the manifest has them
+    (out_dir / "report.json").write_text(json.dumps({"meta": asdict(meta), "languages": languages}, indent=2, ensure_ascii=False) + "\n")
     lines = [
-        f"# Tokenizer report: {meta['model_type']} {meta['vocab_size']:,} pieces",
+        f"# Tokenizer report: {meta.model_type} {meta.vocab_size:,} pieces",
         "",
-        f"Evaluation text: {meta['evaluation_text']}. Parity = tokens for the same text / tokens in English "
+        f"Evaluation text: {meta.evaluation_text}. Parity = tokens for the same text / tokens in English "
         f"(1.0 = as cheap as English). Fertility = tokens per whitespace-separated word. Byte fallback = share of "
         f"tokens that are byte pieces for characters the vocabulary lacks; newlines (the byte piece <0x0A>, one "
         f"token as a piece of their own would be) are counted apart.",
@@ -115,42 +129,41 @@ def write_reports(metrics: dict[str, dict[str, Any]], meta: dict[str, Any], out_
     ]
     fmt = lambda v, spec: "n/a" if v is None else format(v, spec)  # noqa: E731
     for lang, m in metrics.items():
-        lines.append(f"| {lang} {LANGUAGES[lang].english_name} | {fmt(m['parity'], '.3f')} | {fmt(m['fertility'], '.3f')} | "
-                     f"{fmt(m['bytes_per_token'], '.2f')} | {fmt(m['byte_fallback_rate'], '.2%')} | "
-                     f"{fmt(m.get('newline_rate'), '.2%')} | {m['texts']:,} |")
-    parities = [m["parity"] for m in metrics.values() if m["parity"] is not None]
+        lines.append(f"| {lang} {LANGUAGES[lang].english_name} | {fmt(m.parity, '.3f')} | {fmt(m.fertility, '.3f')} | "
+                     f"{fmt(m.bytes_per_token, '.2f')} | {fmt(m.byte_fallback_rate, '.2%')} | "
+                     f"{fmt(m.newline_rate, '.2%')} | {m.texts:,} |")
+    parities = {lang: m.parity for lang, m in metrics.items() if m.parity is not None}
     if parities:
-        worst = max(metrics, key=lambda lang: metrics[lang]["parity"] or 0)
-        lines += ["", f"Worst parity: {worst} at {metrics[worst]['parity']:.3f}; median {sorted(parities)[len(parities) // 2]:.3f}."]
-    if meta.get("missing_languages"):
-        lines += ["", f"No evaluation text for: {', '.join(meta['missing_languages'])}."]
+        worst = max(parities, key=parities.__getitem__)
+        lines += ["", f"Worst parity: {worst} at {parities[worst]:.3f}; median {sorted(parities.values())[len(parities) // 2]:.3f}."]
+    if meta.missing_languages:
+        lines += ["", f"No evaluation text for: {', '.join(meta.missing_languages)}."]
     (out_dir / "report.md").write_text("\n".join(lines) + "\n")
     _plot(metrics, meta, out_dir / "report.png")
     return [out_dir / "report.json", out_dir / "report.md", out_dir / "report.png"]
 
 
-def _plot(metrics: dict[str, dict[str, Any]], meta: dict[str, Any], path: Path) -> None:
+def _plot(metrics: dict[str, LanguageMetrics], meta: ReportMeta, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     langs = list(metrics)
-    has_parity = any(metrics[lang]["parity"] is not None for lang in langs)
-    panels = [("parity", "parity vs English (lower is fairer)")] if has_parity else []
-    panels.append(("fertility", "fertility (tokens per word)"))
+    parity = [metrics[lang].parity for lang in langs]
+    panels = [("parity", "parity vs English (lower is fairer)", parity)] if any(v is not None for v in parity) else []
+    panels.append(("fertility", "fertility (tokens per word)", [metrics[lang].fertility for lang in langs]))
     fig, axes = plt.subplots(len(panels), 1, figsize=(11, 3.2 * len(panels)), squeeze=False)
-    for ax, (key, title) in zip(axes[:, 0], panels):
-        values = [metrics[lang][key] or 0 for lang in langs]
-        ax.bar(langs, values, color="#3b6ea8")
+    for ax, (key, title, values) in zip(axes[:, 0], panels):
+        ax.bar(langs, [v or 0 for v in values], color="#3b6ea8")
         if key == "parity":
             ax.axhline(1.0, color="black", linewidth=0.8)
-            if meta.get("max_parity"):
-                ax.axhline(meta["max_parity"], color="#c0392b", linestyle="--", linewidth=1, label=f"gate {meta['max_parity']}")
+            if meta.max_parity:
+                ax.axhline(meta.max_parity, color="#c0392b", linestyle="--", linewidth=1, label=f"gate {meta.max_parity}")
                 ax.legend(loc="upper right")
         ax.set_title(title, fontsize=10)
         ax.tick_params(axis="x", labelsize=8)
-    fig.suptitle(f"{meta['model_type']} {meta['vocab_size']:,} pieces on {meta['evaluation_text']}", fontsize=11)
+    fig.suptitle(f"{meta.model_type} {meta.vocab_size:,} pieces on {meta.evaluation_text}", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=100, metadata={"Software": None})  # no version/date metadata: stable bytes
     plt.close(fig)

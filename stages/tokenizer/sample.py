@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from stages.mixture import allocate
@@ -26,6 +26,28 @@ class LanguageShare:
     available_chars: int
     target_chars: int
     passes: float  # target / available
+
+
+@dataclass(frozen=True)
+class WrittenSample:
+    """What a language's sample holds and what was read for it (the record's per-language counts)."""
+
+    chars: int
+    lines: int
+    documents: int
+    files: int  # the language's Parquet files
+    files_read: int
+    row_groups_read: int
+
+
+@dataclass
+class _Counts:
+    chars: int = 0  # of the lines written (stripped, cut)
+    lines: int = 0
+    documents: int = 0
+    text_chars: int = 0  # of the documents' text, as the plan counts them
+    files_read: set[str] = field(default_factory=set)
+    row_groups_read: int = 0
 
 
 def plan_sample(available: dict[str, int], cfg: SampleConfig) -> dict[str, LanguageShare]:
@@ -41,29 +63,28 @@ def _order_key(seed: int, lang: str, *parts: object) -> bytes:
     return hashlib.blake2b(":".join(map(str, (seed, lang, *parts))).encode(), digest_size=8).digest()
 
 
-def write_language_sample(parquet_files: list[Path], share: LanguageShare, seed: int, max_line_chars: int, out: Path) -> dict:
+def write_language_sample(parquet_files: list[Path], share: LanguageShare, seed: int, max_line_chars: int,
+                          out: Path) -> WrittenSample:
     """Write the language's lines (non-empty, cut at max_line_chars) to `out`: whole passes first, then seeded row
-    groups until the remaining characters (of document text, as the plan counts them) are written. Returns what
-    was written and how much was read."""
+    groups until the remaining characters (of document text, as the plan counts them) are written."""
     import pyarrow.parquet as pq
 
     full_passes = math.floor(share.passes)
-    written = {"chars": 0, "lines": 0, "documents": 0, "text_chars": 0}
-    read = {"files": set(), "row_groups": 0}
+    n = _Counts()
 
     def take(text: str, f) -> None:
-        written["documents"] += 1
-        written["text_chars"] += len(text)
+        n.documents += 1
+        n.text_chars += len(text)
         for line in text.split("\n"):
             line = line.strip()[:max_line_chars]
             if line:
                 f.write(line + "\n")
-                written["chars"] += len(line)
-                written["lines"] += 1
+                n.chars += len(line)
+                n.lines += 1
 
     def row_group(pf, path: Path, rg: int):
-        read["files"].add(path.name)
-        read["row_groups"] += 1
+        n.files_read.add(path.name)
+        n.row_groups_read += 1
         for batch in pf.iter_batches(row_groups=[rg], columns=["text"], batch_size=2048):
             yield from batch.column("text").to_pylist()
 
@@ -74,7 +95,7 @@ def write_language_sample(parquet_files: list[Path], share: LanguageShare, seed:
                 for rg in range(pf.metadata.num_row_groups):
                     for text in row_group(pf, path, rg):
                         take(text, f)
-        remaining = share.target_chars - written["text_chars"]
+        remaining = share.target_chars - n.text_chars
         for path in sorted(parquet_files, key=lambda p: _order_key(seed, share.lang, p.name)):
             if remaining <= 0:
                 break
@@ -87,8 +108,8 @@ def write_language_sample(parquet_files: list[Path], share: LanguageShare, seed:
                         break
                 if remaining <= 0:
                     break
-    return {"lang": share.lang, "chars": written["chars"], "lines": written["lines"], "documents": written["documents"],
-            "files": len(parquet_files), "files_read": len(read["files"]), "row_groups_read": read["row_groups"]}
+    return WrittenSample(chars=n.chars, lines=n.lines, documents=n.documents, files=len(parquet_files),
+                         files_read=len(n.files_read), row_groups_read=n.row_groups_read)
 
 
 def rebalance(current: dict[str, int], parity: dict[str, float], available: dict[str, int], budget: int,

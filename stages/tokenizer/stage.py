@@ -16,6 +16,8 @@ from pipeline.fsutil import sha256_file
 from pipeline.manifest import Manifest
 from pipeline.stage import Payload, StageContext, StageError, StageOutcome, Step, StepResults, Unit, UnitResult, UnitStage
 from stages.tokenizer.config import TokenizerConfig
+from stages.tokenizer.record import LanguageSample, RebalanceRound, Sample, TokenizerModel, TokenizerRecord
+from stages.tokenizer.sample import LanguageShare, WrittenSample, plan_sample, rebalance, write_language_sample
 
 Ctx = StageContext[TokenizerConfig]
 
@@ -46,8 +48,13 @@ class SampleResult(UnitResult):
 
 
 SAMPLES = Step("samples", SamplePayload, SampleResult)  # one language's sample per unit
-SAMPLE_FIELDS = ("available_chars", "target_chars", "passes", "chars", "lines", "documents", "files", "files_read",
-                 "row_groups_read", "sha256")  # the record's per-language sample
+
+
+def language_sample(share: LanguageShare, written: WrittenSample, path: Path) -> LanguageSample:
+    """The record's entry for one language's sample file, as planned and as written."""
+    return LanguageSample(available_chars=share.available_chars, target_chars=share.target_chars, passes=share.passes,
+                          chars=written.chars, lines=written.lines, documents=written.documents, files=written.files,
+                          files_read=written.files_read, row_groups_read=written.row_groups_read, sha256=sha256_file(path))
 
 
 class TokenizerStage(UnitStage[TokenizerConfig]):
@@ -63,8 +70,6 @@ class TokenizerStage(UnitStage[TokenizerConfig]):
         return sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in Path(path).iterdir() if p.is_file())
 
     def plan(self, ctx: Ctx, step: Step[Any, Any], done: StepResults) -> list[Unit]:
-        from stages.tokenizer.sample import plan_sample
-
         cfg = ctx.settings
         per_lang = ctx.record("ingest").per_language
         available = {lang: per_lang[lang].kept_chars if lang in per_lang else 0 for lang in ctx.config.run.languages}
@@ -81,43 +86,41 @@ class TokenizerStage(UnitStage[TokenizerConfig]):
                 for lang, s in shares.items()]
 
     def run_unit(self, ctx: Ctx, unit: Unit, out_dir: Path) -> SampleResult:
-        from stages.tokenizer.sample import LanguageShare, write_language_sample
-
         p = SAMPLES.payload_of(unit)
         share = LanguageShare(p.lang, p.available_chars, p.target_chars, p.passes)
         files = sorted((ctx.upstream_dir("ingest") / "data" / p.lang).glob("part-*.parquet"))
         written = write_language_sample(files, share, ctx.config.run.seed, ctx.settings.sample.max_line_chars,
                                         out_dir / "sample.txt")
-        return SampleResult.model_validate({**p.model_dump(), **written, "sha256": sha256_file(out_dir / "sample.txt")})
+        return SampleResult(lang=p.lang, **language_sample(share, written, out_dir / "sample.txt").model_dump())
 
     def unit_work(self, unit: Unit, result: Any) -> tuple[float, str]:
         return float(result.chars) / 1e6, "M chars"
 
     def finalize(self, ctx: Ctx, done: StepResults, out_dir: Path) -> StageOutcome:
         from stages.tokenizer.hf_export import check_equivalence, export_hf
-        from stages.tokenizer.record import TokenizerRecord
-        from stages.tokenizer.report import measure, write_reports
-        from stages.tokenizer.sample import LanguageShare, rebalance, write_language_sample
+        from stages.tokenizer.report import ReportMeta, measure, write_reports
         from stages.tokenizer.train import special_tokens
 
         cfg = ctx.settings
         results = SAMPLES.results(done)
         texts, description, parallel, missing = self._evaluation_text(ctx, cfg)
         samples = [ctx.unit_dir(SAMPLES.name, uid) / "sample.txt" for uid in sorted(results)]
-        sample_stats = {r.lang: r.model_dump(include=set(SAMPLE_FIELDS)) for r in results.values()}
+        sample_stats = {r.lang: LanguageSample.model_validate(r.model_dump(include=set(LanguageSample.model_fields)))
+                        for r in results.values()}
         model, sentences = self._train(ctx, cfg, samples, sample_stats, out_dir)
         metrics = measure(model, texts, cfg.report.reference_language, parallel)
 
-        rounds = []
+        rounds: list[RebalanceRound] = []
         for rnd in range(1, cfg.sample.rebalance_rounds + 1):
-            parities = {lang: m["parity"] for lang, m in metrics.items() if m["parity"] is not None}
+            parities = {lang: m.parity for lang, m in metrics.items() if m.parity is not None}
             if not parities:
                 raise StageError("stage tokenizer: [tokenizer.sample].rebalance_rounds needs parallel report text; set "
                                  "[tokenizer.report].parallel_path (a FLORES dev split) or parallel_source")
-            rounds.append({"round": rnd - 1, "target_chars": {l: s["target_chars"] for l, s in sample_stats.items()}, "parity": parities})
-            available = {l: s["available_chars"] for l, s in sample_stats.items()}
-            targets = rebalance({l: s["target_chars"] for l, s in sample_stats.items()}, parities, available,
-                                cfg.sample.budget_chars, cfg.sample.max_passes, cfg.sample.rebalance_strength)
+            current = {lang: s.target_chars for lang, s in sample_stats.items()}
+            rounds.append(RebalanceRound(round=rnd - 1, target_chars=current, parity=parities))
+            available = {lang: s.available_chars for lang, s in sample_stats.items()}
+            targets = rebalance(current, parities, available, cfg.sample.budget_chars, cfg.sample.max_passes,
+                                cfg.sample.rebalance_strength)
             folder = ctx.work_dir / f"rebalance-{rnd}"
             folder.mkdir(parents=True, exist_ok=True)
             samples = []
@@ -125,8 +128,7 @@ class TokenizerStage(UnitStage[TokenizerConfig]):
                 share = LanguageShare(lang, available[lang], targets[lang], targets[lang] / available[lang])
                 files = sorted((ctx.upstream_dir("ingest") / "data" / lang).glob("part-*.parquet"))
                 written = write_language_sample(files, share, ctx.config.run.seed + rnd, cfg.sample.max_line_chars, folder / f"{lang}.txt")
-                sample_stats[lang] = {"available_chars": available[lang], "target_chars": targets[lang], "passes": share.passes,
-                                      **{k: written[k] for k in SAMPLE_FIELDS if k in written}, "sha256": sha256_file(folder / f"{lang}.txt")}
+                sample_stats[lang] = language_sample(share, written, folder / f"{lang}.txt")
                 samples.append(folder / f"{lang}.txt")
             progress.note(self.name, f"rebalance round {rnd}: worst parity so far {max(parities.values()):.3f}")
             model, sentences = self._train(ctx, cfg, samples, sample_stats, out_dir)
@@ -137,11 +139,11 @@ class TokenizerStage(UnitStage[TokenizerConfig]):
         if mismatches:
             raise StageError(f"stage tokenizer: the Hugging Face export encodes {len(mismatches)} text(s) differently from "
                              f"the SentencePiece model, e.g. {mismatches[0][1][:80]!r}; this is a bug in hf_export.py")
-        meta = {"model_type": cfg.model_type, "vocab_size": cfg.vocab_size, "evaluation_text": description,
-                "max_parity": cfg.report.max_parity, "missing_languages": missing}
-        write_reports(metrics, meta, out_dir)
+        write_reports(metrics, ReportMeta(model_type=cfg.model_type, vocab_size=cfg.vocab_size, evaluation_text=description,
+                                          max_parity=cfg.report.max_parity, missing_languages=missing), out_dir)
 
-        over = {lang: m["parity"] for lang, m in metrics.items() if cfg.report.max_parity and (m["parity"] or 0) > cfg.report.max_parity}
+        max_parity = cfg.report.max_parity
+        over = {lang: m.parity for lang, m in metrics.items() if max_parity and m.parity is not None and m.parity > max_parity}
         if over:
             worst = ", ".join(f"{lang} {v:.2f}" for lang, v in sorted(over.items(), key=lambda kv: -kv[1]))
             raise StageError(f"stage tokenizer: parity gate failed: {worst} exceed [tokenizer.report].max_parity = "
@@ -149,21 +151,21 @@ class TokenizerStage(UnitStage[TokenizerConfig]):
 
         from stages.tokenizer.memory import GB, estimate_peak_bytes
 
-        parities = {lang: m["parity"] for lang, m in metrics.items() if m["parity"] is not None}
-        total_chars = sum(s["chars"] for s in sample_stats.values())
-        statistics = TokenizerRecord.model_validate({
-            "sample": {"policy": cfg.sample.policy, "budget_chars": cfg.sample.budget_chars, "max_passes": cfg.sample.max_passes,
-                       "per_language": sample_stats, "rebalance_rounds": rounds, "total_chars": total_chars,
-                       "total_lines": sum(s["lines"] for s in sample_stats.values()), "memory_budget_gb": cfg.memory_budget_gb,
-                       "estimated_peak_gb": round(estimate_peak_bytes(cfg.model_type, cfg.vocab_size, total_chars) / GB, 2),
-                       "input_sentence_size": sentences},
-            "model": {"type": cfg.model_type, "vocab_size": cfg.vocab_size, "byte_fallback": True, "normalization": "identity",
-                      "special_tokens": ["<unk>", "<s>", "</s>", "<pad>", *special_tokens(cfg)]},
-            "evaluation_text": description,
-            "hf_equivalence_checked_texts": sum(len(t) for t in texts.values()),
-            "metrics": metrics,
-            "missing_languages": missing,
-        })
+        parities = {lang: m.parity for lang, m in metrics.items() if m.parity is not None}
+        total_chars = sum(s.chars for s in sample_stats.values())
+        statistics = TokenizerRecord(
+            sample=Sample(policy=cfg.sample.policy, budget_chars=cfg.sample.budget_chars, max_passes=cfg.sample.max_passes,
+                          per_language=sample_stats, rebalance_rounds=rounds, total_chars=total_chars,
+                          total_lines=sum(s.lines for s in sample_stats.values()), memory_budget_gb=cfg.memory_budget_gb,
+                          estimated_peak_gb=round(estimate_peak_bytes(cfg.model_type, cfg.vocab_size, total_chars) / GB, 2),
+                          input_sentence_size=sentences),
+            model=TokenizerModel(type=cfg.model_type, vocab_size=cfg.vocab_size, byte_fallback=True, normalization="identity",
+                                 special_tokens=["<unk>", "<s>", "</s>", "<pad>", *special_tokens(cfg)]),
+            evaluation_text=description,
+            hf_equivalence_checked_texts=sum(len(t) for t in texts.values()),
+            metrics=metrics,
+            missing_languages=missing,
+        )
         summary = {"vocab": cfg.vocab_size, "languages": len(metrics), "sample MB": round(statistics.sample.total_chars / 1e6, 2)}
         if parities:
             worst = max(parities, key=parities.__getitem__)
@@ -185,14 +187,14 @@ class TokenizerStage(UnitStage[TokenizerConfig]):
                          f"more than [tokenizer].memory_budget_gb = {cfg.memory_budget_gb:g}; raise memory_budget_gb to what "
                          f"the machine running the stage has, {lower}")
 
-    def _train(self, ctx: Ctx, cfg: TokenizerConfig, samples: list[Path], stats: dict[str, dict],
+    def _train(self, ctx: Ctx, cfg: TokenizerConfig, samples: list[Path], stats: dict[str, LanguageSample],
                out_dir: Path) -> tuple[Path, int]:
         """(model, input_sentence_size): SentencePiece loads at most the lines the memory budget allows."""
         from stages.tokenizer.memory import GB, input_sentence_size
         from stages.tokenizer.train import VocabularyTooLarge, train_sentencepiece
 
-        lines = sum(s["lines"] for s in stats.values())
-        chars = sum(s["chars"] for s in stats.values())
+        lines = sum(s.lines for s in stats.values())
+        chars = sum(s.chars for s in stats.values())
         sentences = input_sentence_size(cfg.model_type, cfg.vocab_size, cfg.memory_budget_gb * GB, chars / max(lines, 1),
                                         cfg.max_sentences)
         loaded = f"{lines:,} lines" if sentences >= lines else f"{sentences:,} of {lines:,} lines (a random subset)"
@@ -229,11 +231,12 @@ class TokenizerStage(UnitStage[TokenizerConfig]):
         return {lang: t for lang, t in texts.items() if t}, description, parallel, missing
 
     def summary_markdown(self, manifest: Manifest) -> str:
-        s = manifest.statistics
-        lines = [f"# tokenizer: {s['model']['type']} {s['model']['vocab_size']:,} pieces", "",
-                 f"Evaluated on {s['evaluation_text']}.", "", "| language | sample chars | passes | parity | fertility |", "|---|---:|---:|---:|---:|"]
-        for lang, m in s["metrics"].items():
-            smp = s["sample"]["per_language"].get(lang, {})
-            parity = "n/a" if m["parity"] is None else f"{m['parity']:.3f}"
-            lines.append(f"| {lang} | {smp.get('chars', 0):,} | {smp.get('passes', 0):.2f} | {parity} | {m['fertility']:.3f} |")
+        s = TokenizerRecord.model_validate(manifest.statistics)
+        lines = [f"# tokenizer: {s.model.type} {s.model.vocab_size:,} pieces", "",
+                 f"Evaluated on {s.evaluation_text}.", "", "| language | sample chars | passes | parity | fertility |", "|---|---:|---:|---:|---:|"]
+        for lang, m in s.metrics.items():
+            smp = s.sample.per_language.get(lang)
+            chars, passes = (smp.chars, smp.passes) if smp else (0, 0.0)
+            parity = "n/a" if m.parity is None else f"{m.parity:.3f}"
+            lines.append(f"| {lang} | {chars:,} | {passes:.2f} | {parity} | {m.fertility:.3f} |")
         return "\n".join(lines) + "\n"

@@ -35,23 +35,23 @@ def test_a_small_share_reads_a_few_seeded_row_groups(corpus, tmp_path):
     files, available = corpus
     share = LanguageShare("de", available, available // 50, 1 / 50)  # 2% of the language
     first = write_language_sample(files, share, 7, 4096, tmp_path / "a.txt")
-    assert first["files"] == 20 and first["files_read"] <= 2 and first["row_groups_read"] <= 3  # of 100 row groups
-    text_chars = first["chars"] + first["documents"]  # each document also had one newline, not written as a character
+    assert first.files == 20 and first.files_read <= 2 and first.row_groups_read <= 3  # of 100 row groups
+    text_chars = first.chars + first.documents  # each document also had one newline, not written as a character
     assert share.target_chars <= text_chars < share.target_chars + len(DOC) + 10  # stops at the document that reaches it
     again = write_language_sample(files, share, 7, 4096, tmp_path / "b.txt")
     other = write_language_sample(files, share, 8, 4096, tmp_path / "c.txt")
     assert (tmp_path / "a.txt").read_bytes() == (tmp_path / "b.txt").read_bytes()  # deterministic
     assert (tmp_path / "a.txt").read_bytes() != (tmp_path / "c.txt").read_bytes()  # and the seed chooses where
-    assert again == first and other["row_groups_read"] <= 3
+    assert again == first and other.row_groups_read <= 3
 
 
 def test_whole_passes_read_everything_then_the_fraction_reads_seeded_row_groups(corpus, tmp_path):
     files, available = corpus
     share = LanguageShare("de", available, int(2.25 * available), 2.25)
     written = write_language_sample(files, share, 7, 4096, tmp_path / "s.txt")
-    assert written["files_read"] == 20
-    assert written["row_groups_read"] == 2 * 100 + 25  # two passes, then a quarter of the row groups
-    assert written["documents"] == pytest.approx(2.25 * 4000, abs=40)
+    assert written.files_read == 20
+    assert written.row_groups_read == 2 * 100 + 25  # two passes, then a quarter of the row groups
+    assert written.documents == pytest.approx(2.25 * 4000, abs=40)
 
 
 def test_memory_model_turns_a_budget_into_sentences():

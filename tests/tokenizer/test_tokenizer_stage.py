@@ -172,6 +172,6 @@ def test_newlines_are_reported_apart_from_byte_fallback(trained):
     model = trained[2] / "tokenizer" / "tokenizer.model"
     plain = "Alle Menschen sind frei und gleich an Würde und Rechten geboren"
     m = measure(model, {"de": {"a": plain, "b": plain.replace(" und ", "\nund\n")}}, "de", parallel=False)["de"]
-    assert m["byte_fallback_rate"] == 0 and m["newline_rate"] > 0
+    assert m.byte_fallback_rate == 0 and m.newline_rate > 0
     unknown = measure(model, {"de": {"a": plain + " 🦜"}}, "de", parallel=False)["de"]
-    assert unknown["byte_fallback_rate"] > 0 and unknown["newline_rate"] == 0
+    assert unknown.byte_fallback_rate > 0 and unknown.newline_rate == 0
