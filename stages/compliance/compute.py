@@ -23,7 +23,7 @@ pretrain record holds three figures, each named here with its method and uncerta
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from stages.ai_act import SYSTEMIC_RISK_FLOPS, presumed_systemic_risk
 from stages.compliance.facts import Fact, Records, derive, open_fact
@@ -97,30 +97,46 @@ def presumed_systemic(flops: float) -> bool:
     return presumed_systemic_risk(flops)
 
 
-def threshold_check(flops: Fact, what: str) -> Fact:
-    """The verdict for one FLOP figure: crosses or not, the margin, and whether a 30% error could cross it."""
+@dataclass(frozen=True)
+class ThresholdVerdict:
+    """One FLOP figure against the Art. 51(2) presumption. A fact's value is plain JSON (provenance.json), so the
+    check's fact holds this as a dict (asdict) and its text is written from it again."""
 
-    def verdict(x: float) -> dict:
+    flops: float
+    threshold: float
+    presumed_systemic_risk: bool
+    factor_to_threshold: float | None
+    difference: float
+    within_accuracy_margin: bool  # below, but an estimate 30% low would cross it
+
+    @classmethod
+    def of(cls, x: float) -> ThresholdVerdict:
         crosses = presumed_systemic(x)
         near = x * (1 + ESTIMATE_ACCURACY) > SYSTEMIC_RISK_FLOPS and not crosses
-        return {"flops": x, "threshold": SYSTEMIC_RISK_FLOPS, "presumed_systemic_risk": crosses,
-                "factor_to_threshold": SYSTEMIC_RISK_FLOPS / x if x else None,
-                "difference": SYSTEMIC_RISK_FLOPS - x, "within_accuracy_margin": near}
+        return cls(flops=x, threshold=SYSTEMIC_RISK_FLOPS, presumed_systemic_risk=crosses,
+                   factor_to_threshold=SYSTEMIC_RISK_FLOPS / x if x else None,
+                   difference=SYSTEMIC_RISK_FLOPS - x, within_accuracy_margin=near)
 
-    def text(v: dict) -> str:
-        if v["presumed_systemic_risk"]:
-            return (f"{what} {sci(v['flops'])} FLOP is ABOVE the 10^25 FLOP presumption of systemic risk (Art. 51(2)) "
-                    f"by {sci(-v['difference'])} FLOP: notify the Commission within two weeks (Art. 52(1)) and "
+    def text(self, what: str) -> str:
+        if self.presumed_systemic_risk:
+            return (f"{what} {sci(self.flops)} FLOP is ABOVE the 10^25 FLOP presumption of systemic risk (Art. 51(2)) "
+                    f"by {sci(-self.difference)} FLOP: notify the Commission within two weeks (Art. 52(1)) and "
                     f"prepare Annex XI section 2")
-        factor = v["factor_to_threshold"]
+        factor = self.factor_to_threshold
         margin = f"a factor of {sci(factor)} below" if factor is not None else "below"
-        s = f"{what} {sci(v['flops'])} FLOP is below the 10^25 FLOP presumption (Art. 51(2)): {margin}, {sci(v['difference'])} FLOP short"
-        if v["within_accuracy_margin"]:
+        s = (f"{what} {sci(self.flops)} FLOP is below the 10^25 FLOP presumption (Art. 51(2)): {margin}, "
+             f"{sci(self.difference)} FLOP short")
+        if self.within_accuracy_margin:
             s += ("; an estimate 30% low (the accuracy the guidelines require) would cross it: treat it as foreseeably "
                   "met and prepare a notification")
         return s
 
-    return derive(verdict, flops, method=f"{what} compared with 1e25 FLOP (Art. 51(2): greater than 1e25)", fmt=text)
+
+def threshold_check(flops: Fact, what: str) -> Fact:
+    """The verdict for one FLOP figure: crosses or not, the margin, and whether a 30% error could cross it."""
+    return derive(lambda x: asdict(ThresholdVerdict.of(x)), flops,
+                  method=f"{what} compared with 1e25 FLOP (Art. 51(2): greater than 1e25)",
+                  fmt=lambda v: ThresholdVerdict(**v).text(what))
 
 
 def training_time_facts(rec: Records) -> dict[str, Fact]:

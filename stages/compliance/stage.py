@@ -9,13 +9,12 @@ declaration contradicts a record (both listed in open_items.md).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pipeline.manifest import Manifest
 from pipeline.stage import RunStage, StageContext, StageError, StageOutcome
 from stages.ai_act import SYSTEMIC_RISK_FLOPS
 from stages.compliance.config import ComplianceConfig
-from stages.compliance.record import ComplianceRecord
+from stages.compliance.record import ComplianceRecord, ComputeCheck, Contradiction, OpenItem
 
 MAX_ITEMS_IN_ERROR = 8
 
@@ -47,15 +46,15 @@ class ComplianceStage(RunStage[ComplianceConfig]):
         files = write(bundle, out_dir)
         comp = compute_facts(rec)
         applies, why = systemic(rec)
-        statistics = ComplianceRecord.model_validate({
-            "documents": [d.id for d in bundle.documents],
-            "files": files,
-            "open_items": [{"need": i.need, "used_by": list(i.used_by)} for i in bundle.open_items],
-            "contradictions": [{"check": c.check, "message": c.message, "fix": c.fix} for c in bundle.contradictions],
-            "compute": {"training_flops": comp.training.value, "projected_flops": comp.projected.value,
-                        "threshold": SYSTEMIC_RISK_FLOPS, "presumed_systemic_risk": applies, "reason": why},
-            "strict": cfg.strict,
-        })
+        statistics = ComplianceRecord(
+            documents=[d.id for d in bundle.documents],
+            files=files,
+            open_items=[OpenItem(need=i.need, used_by=list(i.used_by)) for i in bundle.open_items],
+            contradictions=[Contradiction(check=c.check, message=c.message, fix=c.fix) for c in bundle.contradictions],
+            compute=ComputeCheck(training_flops=comp.training.value, projected_flops=comp.projected.value,
+                                 threshold=SYSTEMIC_RISK_FLOPS, presumed_systemic_risk=applies, reason=why),
+            strict=cfg.strict,
+        )
         summary = {"documents": len(bundle.documents), "open items": len(bundle.open_items),
                    "contradictions": len(bundle.contradictions)}
         if comp.training.value is not None:
@@ -65,16 +64,15 @@ class ComplianceStage(RunStage[ComplianceConfig]):
         return StageOutcome(statistics=statistics, summary=summary)
 
     def summary_markdown(self, manifest: Manifest) -> str:
-        s = manifest.statistics
-        lines = [f"# compliance: {len(s['documents'])} documents, {len(s['open_items'])} open item(s), "
-                 f"{len(s['contradictions'])} contradiction(s)", ""]
-        lines += [f"- {f}" for f in s["files"]]
-        c = s["compute"]
-        if c["training_flops"] is not None:
-            verdict = "presumed systemic risk" if c["presumed_systemic_risk"] else "below the 1e25 FLOP presumption"
-            lines += ["", f"Training compute {c['training_flops']:.2e} FLOP: {verdict}."]
-        if s["open_items"]:
-            lines += ["", "Open items:"] + [f"- {i['need']}" for i in s["open_items"]]
-        if s["contradictions"]:
-            lines += ["", "Contradictions:"] + [f"- {c['check']}: {c['message']}" for c in s["contradictions"]]
+        s = ComplianceRecord.model_validate(manifest.statistics)
+        lines = [f"# compliance: {len(s.documents)} documents, {len(s.open_items)} open item(s), "
+                 f"{len(s.contradictions)} contradiction(s)", ""]
+        lines += [f"- {f}" for f in s.files]
+        if s.compute.training_flops is not None:
+            verdict = "presumed systemic risk" if s.compute.presumed_systemic_risk else "below the 1e25 FLOP presumption"
+            lines += ["", f"Training compute {s.compute.training_flops:.2e} FLOP: {verdict}."]
+        if s.open_items:
+            lines += ["", "Open items:"] + [f"- {i.need}" for i in s.open_items]
+        if s.contradictions:
+            lines += ["", "Contradictions:"] + [f"- {c.check}: {c.message}" for c in s.contradictions]
         return "\n".join(lines) + "\n"
