@@ -57,7 +57,7 @@ def prefect_mapper(ctx: StageContext[Any], units: list[Unit]) -> list[UnitDone]:
     bundle is submitted again ([orchestration] retries, counted for each of its units like a unit's own; its
     finished units are not run again)."""
     o = ctx.config.orchestration
-    planner = BundlePlanner(units, unit_stage(ctx.stage).unit_cost)
+    planner = BundlePlanner(units, unit_stage(ctx).unit_cost)
     workers = PoolSize(o.max_workers)
     finished: queue.Queue = queue.Queue()
     pending: dict[Any, tuple[list[Unit], int]] = {}

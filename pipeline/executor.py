@@ -98,7 +98,7 @@ def unit_result_json(result: BaseModel) -> str:
 def execute_unit(ctx: StageContext[Any], unit: Unit) -> UnitDone:
     """Run one unit unless a finished copy exists; the folder appears under its final name only when done. A
     transient failure is tried again ([orchestration] retries)."""
-    stage = unit_stage(ctx.stage)
+    stage = unit_stage(ctx)
     step = stage.step(unit.step)
     final = ctx.unit_dir(unit.step, unit.id)
     marker = final / UNIT_RESULT
@@ -122,10 +122,10 @@ def execute_unit(ctx: StageContext[Any], unit: Unit) -> UnitDone:
     return UnitDone(result, retries)
 
 
-def unit_stage(name: str) -> UnitStage[Any]:
-    stage = get_stage(name)
+def unit_stage(ctx: StageContext[Any]) -> UnitStage[Any]:
+    stage = ctx.impl if ctx.impl is not None else get_stage(ctx.stage)
     if not isinstance(stage, UnitStage):
-        raise StageError(f"stage {name} runs as one job, not in units")
+        raise StageError(f"stage {ctx.stage} runs as one job, not in units")
     return stage
 
 
@@ -157,7 +157,7 @@ def map_units_locally(ctx: StageContext[Any], units: list[Unit]) -> list[UnitDon
 
 def report_unit(ctx: StageContext[Any], done: int, total: int, unit: Unit, result: BaseModel) -> None:
     """Progress for a finished unit, with the work it did when the stage can say (`unit_work`: e.g. documents)."""
-    progress.unit_done(ctx.stage, done, total, unit.id, unit_stage(ctx.stage).unit_work(unit, result))
+    progress.unit_done(ctx.stage, done, total, unit.id, unit_stage(ctx).unit_work(unit, result))
 
 
 def plan_step(stage: UnitStage[Any], ctx: StageContext[Any], step: Step[Any, Any], done: StepResults) -> list[Unit]:

@@ -86,6 +86,9 @@ class StageContext(Generic[Cfg]):
     fingerprint: str
     upstream: dict[str, Manifest]  # the published manifests of the stages it consumes
     records: dict[str, BaseModel] = field(default_factory=dict)  # their statistics, validated (pipeline/records.py)
+    # the stage itself: it travels with the context to whichever process runs a unit, so a worker runs the stage
+    # the context was built for, not whatever its own registry names (a stage registered only where it planned)
+    impl: BaseStage[Any] | None = None
 
     @property
     def settings(self) -> Cfg:

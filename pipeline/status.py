@@ -73,7 +73,7 @@ def build_context(run_dir: RunDir, config: PipelineConfig, name: str, *, require
                 )
     records = {dep: load_record(run_dir, dep, m, name) for dep, m in upstream.items()} if load_records else {}
     stage = get_stage(name)
-    ctx: StageContext[Any] = StageContext(run_dir, config, name, "", upstream, records)
+    ctx: StageContext[Any] = StageContext(run_dir, config, name, "", upstream, records, stage)
     ctx.fingerprint = digest(fingerprint_inputs(stage, ctx))
     return ctx
 

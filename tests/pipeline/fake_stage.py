@@ -122,9 +122,9 @@ def install() -> None:
     registry._PARTS[NAME] = registry.StageParts(f"{__name__}:FakeStage", f"{__name__}:FakeConfig", f"{__name__}:FakeRecord")
 
 
-def config(**settings: Any) -> PipelineConfig:
-    return PipelineConfig(RunConfig(name="fake", languages=["en"]), OrchestrationConfig(engine="local", retry_backoff_s=0),
-                          {NAME: FakeConfig(**settings)}, None)
+def config(orchestration: dict[str, Any] | None = None, **settings: Any) -> PipelineConfig:
+    o = OrchestrationConfig(**{"engine": "local", "retry_backoff_s": 0, **(orchestration or {})})
+    return PipelineConfig(RunConfig(name="fake", languages=["en"]), o, {NAME: FakeConfig(**settings)}, None)
 
 
 if __name__ == "__main__":  # python -m tests.pipeline.fake_stage RUN_DIR SETTINGS_JSON: one stage run, locked
