@@ -1,7 +1,7 @@
 """One Prefect flow per stage, and the parent flow that chains them.
 
 A stage flow calls the same `execute_stage` as the local engine, with a mapper that submits units as Prefect
-tasks (coarse: a language x a batch of files, never a document; short units bundled, flows/bundles.py) to the
+tasks (coarse: a language x a batch of files, never a document; in bundles, flows/bundles.py) to the
 task runner `[orchestration]` names: threads or processes on this machine, or Dask workers (prefect-dask;
 docs/scaling.md). Prefect's own caching is off: the run directory's unit markers and fingerprints decide what is done, whichever engine ran it.
 """
@@ -14,6 +14,7 @@ import queue
 import re
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import flows  # noqa: F401  importing flows first sets the offline defaults before Prefect loads
@@ -29,71 +30,125 @@ from flows.task_context import keep_api_client, settings_by_value
 from flows.temporary_server import reporting_to, temporary_server
 from pipeline import progress
 from pipeline.config import PipelineConfig
-from pipeline.executor import UnitDone, execute_stage, execute_unit, report_unit, unit_stage
+from pipeline.executor import PlannedUnits, UnitBatch, execute_stage, execute_unit, unit_finished, unit_stage
 from pipeline.retry import is_transient
 from pipeline.registry import STAGE_NAMES, get_stage
 from pipeline.rundir import RunDir
 from pipeline.runconfig import load_run_config
-from pipeline.stage import StageContext, Unit
+from pipeline.stage import StageContext
 
 
 IN_FLIGHT_PER_WORKER = 2  # tasks submitted per worker: one running, one waiting, so no worker waits on `europa`
 LOOK_AGAIN_S = 5.0  # how often the mapper asks a Dask scheduler its size again (a cluster that grows or shrinks)
+PROGRESS_S = 1.0  # how often the mapper looks for units that finished inside tasks still running
+
+
+@dataclass(frozen=True)
+class BundleDone:
+    """What a finished bundle tells `europa`, whatever its size: its seconds, the retries of the units that took
+    any (by their place in the bundle) and the work its units did (`unit_work`, for the progress line's rate).
+    The results stay in the unit folders."""
+
+    seconds: float
+    retries: dict[int, int]
+    work: tuple[float, str] | None
 
 
 @task(name="stage-units", task_run_name="{label}", cache_policy=NO_CACHE, log_prints=True)
-def units_task(ctx: StageContext[Any], units: list[Unit], label: str) -> list[tuple[UnitDone, float]]:
-    """The units of one bundle (flows/bundles.py), in order, each with the seconds it took."""
-    timed = []
-    for unit in units:
-        t0 = time.perf_counter()
-        timed.append((execute_unit(ctx, unit), time.perf_counter() - t0))
-    return timed
+def units_task(ctx: StageContext[Any], batch: UnitBatch, label: str) -> BundleDone:
+    """The units of one bundle (flows/bundles.py), in order."""
+    stage, retries, work, t0 = unit_stage(ctx), {}, None, time.perf_counter()
+    for k, unit in enumerate(batch):
+        done = execute_unit(ctx, unit)
+        if done.retries:
+            retries[k] = done.retries
+        w = stage.unit_work(unit, done.result)
+        if w:
+            work = (work[0] + w[0], w[1]) if work else w
+    return BundleDone(time.perf_counter() - t0, retries, work)
 
 
-def prefect_mapper(ctx: StageContext[Any], units: list[Unit]) -> list[UnitDone]:
-    """The units as Prefect tasks, short ones bundled (flows/bundles.py), a few tasks per worker in flight. The
-    first failure is raised at once, except a transient one (a Dask worker lost with its node), after which the
-    bundle is submitted again ([orchestration] retries, counted for each of its units like a unit's own; its
-    finished units are not run again)."""
+@dataclass
+class InFlight:
+    """A submitted bundle: where its units are in the hand-out order, the tries it has had, and how many of its
+    units have been reported."""
+
+    positions: range
+    batch: UnitBatch
+    tries: int
+    reported: int = 0
+
+
+def prefect_mapper(ctx: StageContext[Any], units: PlannedUnits) -> dict[str, int]:
+    """The units as Prefect tasks in bundles of decreasing size (flows/bundles.py), a few tasks per worker in
+    flight, so a step makes task runs by the workers, not by the units. Each unit is reported as its folder
+    appears, also while its bundle's task still runs. The first failure is raised at once, except a transient
+    one (a Dask worker lost with its node), after which the bundle's unreported units are submitted again
+    ([orchestration] retries, counted for each of them like a unit's own; finished units are not run again)."""
     o = ctx.config.orchestration
-    planner = BundlePlanner(units, unit_stage(ctx).unit_cost)
+    planner = BundlePlanner([units.cost(k) for k in range(len(units))])
     workers = PoolSize(o.max_workers)
     finished: queue.Queue = queue.Queue()
-    pending: dict[Any, tuple[list[Unit], int]] = {}
-    results: dict[str, UnitDone] = {}
+    pending: dict[Any, InFlight] = {}
+    retries: dict[str, int] = {}
+    reported = [0]
 
-    def submit(bundle: list[Unit], tries: int) -> None:
-        more = f"+{len(bundle) - 1}" if len(bundle) > 1 else ""
+    def submit(positions: range, tries: int) -> None:
+        batch = units.batch(positions.start, positions.stop)
+        more = f"+{len(batch) - 1}" if len(batch) > 1 else ""
         with settings_by_value():  # not rebuilt by every task run (flows/task_context.py)
-            future = units_task.submit(ctx, bundle, f"{ctx.stage}:{bundle[0].step}:{bundle[0].id}{more}")
-        pending[future] = (bundle, tries)
+            future = units_task.submit(ctx, batch, f"{ctx.stage}:{units.step.name}:{batch.ids[0]}{more}")
+        pending[future] = InFlight(positions, batch, tries)
         future.add_done_callback(finished.put)
+
+    def report(flight: InFlight, upto: int) -> None:
+        """Progress for the bundle's units up to `upto` (the work they did is added when the bundle ends)."""
+        for i in range(flight.reported, upto):
+            reported[0] += 1
+            progress.unit_done(ctx.stage, reported[0], len(units), flight.batch.ids[i])
+        flight.reported = max(flight.reported, upto)
+
+    def finished_so_far(flight: InFlight) -> int:
+        """How many of the bundle's units have their unit folder (a task runs them in order)."""
+        n = flight.reported
+        while n < len(flight.batch) and unit_finished(ctx, units.step.name, flight.batch.ids[n]):
+            n += 1
+        return n
 
     while planner or pending:
         width = workers()
         while planner and len(pending) < IN_FLIGHT_PER_WORKER * width:
             submit(planner.next_bundle(width), 0)
         try:
-            future = finished.get(timeout=LOOK_AGAIN_S)
+            future = finished.get(timeout=PROGRESS_S)
         except queue.Empty:
+            for flight in pending.values():
+                report(flight, finished_so_far(flight))
             continue
-        bundle, tries = pending.pop(future)
+        flight = pending.pop(future)
         try:
-            timed = future.result()
+            took = future.result()
         except Exception as e:
-            if tries >= o.retries or not is_transient(e):
+            if flight.tries >= o.retries or not is_transient(e):
                 raise
-            ids = ", ".join(u.id for u in bundle)
-            progress.note(ctx.stage, f"unit(s) {ids}: {type(e).__name__}: {e}; submitting again ({tries + 1} of {o.retries})")
-            time.sleep(o.retry_backoff_s * 2**tries)
-            submit(bundle, tries + 1)
+            report(flight, finished_so_far(flight))
+            left = range(flight.positions.start + flight.reported, flight.positions.stop)
+            if not left:  # every unit of it finished; what was lost is the task's answer (and their retry counts)
+                continue
+            first = flight.batch.ids[flight.reported]
+            progress.note(ctx.stage, f"unit(s) {first}{f' and {len(left) - 1} more' if len(left) > 1 else ''}: "
+                          f"{type(e).__name__}: {e}; submitting again ({flight.tries + 1} of {o.retries})")
+            time.sleep(o.retry_backoff_s * 2**flight.tries)
+            submit(left, flight.tries + 1)
             continue
-        for unit, (done, seconds) in zip(bundle, timed):
-            planner.observe(unit, seconds)
-            results[unit.id] = UnitDone(done.result, done.retries + tries)
-            report_unit(ctx, len(results), len(units), unit, done.result)
-    return [results[u.id] for u in units]
+        planner.observe(flight.positions, took.seconds)
+        for k, uid in enumerate(flight.batch.ids):
+            if took.retries.get(k, 0) + flight.tries:
+                retries[uid] = took.retries.get(k, 0) + flight.tries
+        if took.work:
+            progress.work_done(ctx.stage, took.work)
+        report(flight, len(flight.batch))
+    return retries
 
 
 class PoolSize:

@@ -9,9 +9,11 @@ field), and a unit's folder appears under its final name only when it is done, w
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import functools
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -19,9 +21,11 @@ import traceback
 from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable
+from array import array
+from typing import Any, Callable, Iterator, Mapping
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import to_json
 
 from pipeline import progress
 from pipeline.config import REPO_ROOT, PipelineConfig
@@ -38,6 +42,9 @@ from pipeline.status import build_context, damaged_outputs
 UNIT_RESULT = "result.json"  # written last into a unit folder: its completion marker
 
 
+RESULTS_KEPT = 4096  # finished units' results a step's UnitResults keeps in memory once read
+
+
 @dataclass(frozen=True)
 class UnitDone:
     """A finished unit: its validated result, and how many times it was tried again (for the manifest)."""
@@ -46,8 +53,34 @@ class UnitDone:
     retries: int = 0
 
 
-# A mapper runs units and returns what each did, in the same order; engines provide their own.
-UnitMapper = Callable[[StageContext[Any], list[Unit]], list[UnitDone]]
+# A mapper runs a step's units (in the order given, as far as it can) until each has its unit folder, and returns
+# the retries those that needed any took, by unit id; engines provide their own. Results stay on disk.
+UnitMapper = Callable[[StageContext[Any], "PlannedUnits"], dict[str, int]]
+
+
+class UnitResults(Mapping[str, BaseModel]):
+    """A finished step's results by unit id, each read from its unit's result.json when asked for (the last
+    RESULTS_KEPT kept): the orchestrator holds the step's unit ids, never all its results, whatever their number."""
+
+    def __init__(self, stage: UnitStage[Any], step: Step[Any, Any], folder: str, ids: list[str]):
+        self._stage, self._step, self._folder = stage, step, folder
+        self._ids = ids  # in id order (plan_step sorts them): looked up by bisection, no second index
+        self._read = functools.lru_cache(maxsize=RESULTS_KEPT)(self._load)
+
+    def _load(self, unit_id: str) -> BaseModel:
+        return read_unit_result(self._stage, self._step, os.path.join(self._folder, unit_id, UNIT_RESULT))
+
+    def __getitem__(self, unit_id: str) -> BaseModel:
+        i = bisect.bisect_left(self._ids, unit_id)
+        if i == len(self._ids) or self._ids[i] != unit_id:
+            raise KeyError(unit_id)
+        return self._read(unit_id)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids)
+
+    def __len__(self) -> int:
+        return len(self._ids)
 
 
 def _field_error(e: ValidationError) -> str:
@@ -60,7 +93,7 @@ def _field_error(e: ValidationError) -> str:
 def checked_payload(stage: UnitStage[Any], step: Step[Any, Any], unit: Unit) -> Unit:
     """The unit with its payload as an instance of the step's payload model (StageError names the field)."""
     if isinstance(unit.payload, step.payload):
-        return replace(unit, step=step.name)
+        return unit if unit.step == step.name else replace(unit, step=step.name)
     raw = unit.payload.model_dump(mode="json") if isinstance(unit.payload, BaseModel) else unit.payload
     try:
         payload = step.payload.model_validate(raw)
@@ -80,13 +113,16 @@ def checked_result(stage: UnitStage[Any], step: Step[Any, Any], unit: Unit, raw:
                          f"({step.result.__name__}); this is a bug in the stage's run_unit") from None
 
 
-def read_unit_result(stage: UnitStage[Any], step: Step[Any, Any], marker: Path) -> BaseModel:
+def read_unit_result(stage: UnitStage[Any], step: Step[Any, Any], marker: Path | str) -> BaseModel:
     """A finished unit's result.json, validated: one written by another version of the stage is an error that
     names the file, never a half-understood result."""
+    with open(marker, "rb") as f:
+        data = f.read()
     try:
-        return step.result.model_validate(json.loads(marker.read_text(encoding="utf-8")))
-    except (ValueError, ValidationError) as e:
-        detail = _field_error(e) if isinstance(e, ValidationError) else f"not JSON ({e})"
+        return step.result.model_validate_json(data)
+    except ValidationError as e:
+        bad_json = e.errors()[0]["type"] == "json_invalid"
+        detail = f"not JSON ({e.errors()[0]['msg']})" if bad_json else _field_error(e)
         raise StageError(f"stage {stage.name}: {marker}: {detail}; the unit was written by another version of the "
                          f"stage or damaged: rerun it from scratch (europa stage {stage.name} --force)") from None
 
@@ -102,7 +138,7 @@ def execute_unit(ctx: StageContext[Any], unit: Unit) -> UnitDone:
     step = stage.step(unit.step)
     final = ctx.unit_dir(unit.step, unit.id)
     marker = final / UNIT_RESULT
-    if marker.exists():
+    if os.path.exists(marker):
         return UnitDone(read_unit_result(stage, step, marker))
     final.parent.mkdir(parents=True, exist_ok=True)
     unit = checked_payload(stage, step, unit)  # a unit that travelled is checked again where it runs
@@ -120,6 +156,11 @@ def execute_unit(ctx: StageContext[Any], unit: Unit) -> UnitDone:
     finally:
         give_back_freed_memory()
     return UnitDone(result, retries)
+
+
+def unit_finished(ctx: StageContext[Any], step: str, unit_id: str) -> bool:
+    """Whether the unit's folder is in place (result.json is written last into it before it is renamed)."""
+    return os.path.exists(os.path.join(ctx.unit_path(step, unit_id), UNIT_RESULT))
 
 
 def unit_stage(ctx: StageContext[Any]) -> UnitStage[Any]:
@@ -147,12 +188,14 @@ def give_back_freed_memory() -> None:
         trim(0)
 
 
-def map_units_locally(ctx: StageContext[Any], units: list[Unit]) -> list[UnitDone]:
-    done = []
+def map_units_locally(ctx: StageContext[Any], units: PlannedUnits) -> dict[str, int]:
+    retries = {}
     for i, unit in enumerate(units):
-        done.append(execute_unit(ctx, unit))
-        report_unit(ctx, i + 1, len(units), unit, done[-1].result)
-    return done
+        done = execute_unit(ctx, unit)
+        if done.retries:
+            retries[unit.id] = done.retries
+        report_unit(ctx, i + 1, len(units), unit, done.result)
+    return retries
 
 
 def report_unit(ctx: StageContext[Any], done: int, total: int, unit: Unit, result: BaseModel) -> None:
@@ -160,47 +203,93 @@ def report_unit(ctx: StageContext[Any], done: int, total: int, unit: Unit, resul
     progress.unit_done(ctx.stage, done, total, unit.id, unit_stage(ctx).unit_work(unit, result))
 
 
-def plan_step(stage: UnitStage[Any], ctx: StageContext[Any], step: Step[Any, Any], done: StepResults) -> list[Unit]:
-    """The step's units in id order, each payload checked against the step's model."""
+class UnitBatch:
+    """Some units of one step in the compact form they travel in (ids, payloads as JSON): a bundle for a worker,
+    which rebuilds each Unit and its payload model as it runs it."""
+
+    def __init__(self, step: Step[Any, Any], ids: list[str], payloads: list[bytes]):
+        self.step, self.ids, self.payloads = step, ids, payloads
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __iter__(self) -> Iterator[Unit]:
+        for uid, payload in zip(self.ids, self.payloads):
+            yield Unit(uid, self.step.payload.model_validate_json(payload), self.step.name)
+
+
+class PlannedUnits:
+    """A step's units as the orchestrator holds them, in the order they are handed to the engine (largest
+    `unit_cost` first, ids ascending among equals: the last to start are the smallest, so the workers finish
+    together; results never depend on it). Ids, payloads as JSON and costs sit in compact lists and a Unit with
+    its payload model is rebuilt only when asked for: 10^5 units cost their ids and a few bytes each, not a model
+    each. `ids` is in id order."""
+
+    def __init__(self, step: Step[Any, Any], ids: list[str], payloads: list[bytes], costs: list[float]):
+        self.step, self.ids, self._payloads = step, ids, payloads
+        self._costs = array("d", costs)
+        self._order = array("q", sorted(range(len(ids)), key=lambda i: -costs[i]))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, k: int) -> Unit:
+        i = self._order[k]
+        return Unit(self.ids[i], self.step.payload.model_validate_json(self._payloads[i]), self.step.name)
+
+    def __iter__(self) -> Iterator[Unit]:
+        return (self[k] for k in range(len(self)))
+
+    def cost(self, k: int) -> float:
+        return self._costs[self._order[k]]
+
+    def batch(self, start: int, stop: int) -> UnitBatch:
+        """The units at positions start..stop-1 of the hand-out order."""
+        picked = self._order[start:stop]
+        return UnitBatch(self.step, [self.ids[i] for i in picked], [self._payloads[i] for i in picked])
+
+
+def plan_step(stage: UnitStage[Any], ctx: StageContext[Any], step: Step[Any, Any], done: StepResults) -> PlannedUnits:
+    """The step's units, each payload checked against the step's model; `plan` may yield them one at a time."""
+    ids: list[str] = []
+    payloads: list[bytes] = []
+    costs: list[float] = []
     try:
-        planned = stage.plan(ctx, step, done)
+        for planned in stage.plan(ctx, step, done):
+            unit = checked_payload(stage, step, planned)
+            ids.append(unit.id)
+            payloads.append(to_json(unit.payload))
+            costs.append(float(stage.unit_cost(unit)))
     except ValidationError as e:
         raise StageError(f"stage {stage.name}: step {step.name}: a unit's payload {_field_error(e)} "
                          f"({e.title}); this is a bug in the stage's plan") from None
-    units = [checked_payload(stage, step, u) for u in sorted(planned, key=lambda u: u.id)]
-    seen: set[str] = set()
-    for u in units:
-        if u.id in seen:
-            raise StageError(f"stage {stage.name}: step {step.name}: two units are named {u.id!r}; this is a bug in "
+    by_id = sorted(range(len(ids)), key=ids.__getitem__)
+    ids, payloads, costs = [ids[i] for i in by_id], [payloads[i] for i in by_id], [costs[i] for i in by_id]
+    for a, b in zip(ids, ids[1:]):
+        if a == b:
+            raise StageError(f"stage {stage.name}: step {step.name}: two units are named {a!r}; this is a bug in "
                              f"the stage's plan (unit ids name their folders)")
-        seen.add(u.id)
-    return units
+    return PlannedUnits(step, ids, payloads, costs)
 
 
 def run_steps(stage: UnitStage[Any], ctx: StageContext[Any], mapper: UnitMapper, retries: dict[str, int]) -> StepResults:
     """Every step of a unit stage in order: plan its units from the earlier steps' results, map them; the
-    retries units took are collected into `retries` (step/unit -> count)."""
+    retries units took are collected into `retries` (step/unit -> count). Each step's results are read from
+    its unit folders as the next steps and finalize ask for them."""
     done: StepResults = {}
     for step in stage.steps:
         units = plan_step(stage, ctx, step, done)
+        ids = units.ids
         progress.stage_started(ctx.stage, len(units), step.name if len(stage.steps) > 1 else None)
-        submitted = largest_first(stage, units)
-        by_id = {u.id: d for u, d in zip(submitted, mapper(ctx, submitted) if units else [])}
-        done[step.name] = {}
-        for u in units:
-            d = by_id[u.id]
-            if d.retries:
-                retries[f"{step.name}/{u.id}"] = d.retries
-            done[step.name][u.id] = d.result
+        took = mapper(ctx, units) if len(units) else {}
+        del units  # the payloads: a step keeps its unit ids only
+        retries.update({f"{step.name}/{uid}": took[uid] for uid in ids if took.get(uid)})
+        missing = [uid for uid in ids if not unit_finished(ctx, step.name, uid)]
+        if missing:
+            raise StageError(f"stage {stage.name}: step {step.name}: {len(missing)} unit(s) ended without their result "
+                             f"({ctx.unit_dir(step.name, missing[0])}); this is a bug in the engine's mapper")
+        done[step.name] = UnitResults(stage, step, os.path.join(ctx.work_dir, step.name), ids)
     return done
-
-
-def largest_first(stage: UnitStage[Any], units: list[Unit]) -> list[Unit]:
-    """The order units are handed to the engine: by the stage's `unit_cost`, largest first (ids ascending among
-    equals). Engines start units in the order given, so the last to start are the smallest and the workers
-    finish together (longest processing time first: within 4/3 of the best order, where alphabetical order can
-    leave one worker alone on a large unit at the end). Results never depend on it."""
-    return sorted(units, key=lambda u: -stage.unit_cost(u))
 
 
 def execute_stage(

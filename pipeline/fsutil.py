@@ -67,6 +67,27 @@ def atomic_dir(final: Path, *, replace: bool = False) -> Iterator[Path]:
         raise
 
 
+def remove_tree(path: Path | str) -> None:
+    """Delete a folder and everything in it, as shutil.rmtree(ignore_errors=True) does, without listing a folder
+    into memory first: a step's work folder holds one folder per unit, 10^5 of them at full scale. Links are
+    removed, never followed."""
+    try:
+        with os.scandir(path) as entries:
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        remove_tree(entry.path)
+                    else:
+                        os.unlink(entry.path)
+                except FileNotFoundError:
+                    pass
+        os.rmdir(path)
+    except FileNotFoundError:
+        pass
+    except NotADirectoryError:
+        os.unlink(path)
+
+
 # --- the lock ------------------------------------------------------------------------------------------------
 
 class Locked(EuropaError):

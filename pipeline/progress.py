@@ -86,6 +86,13 @@ def stage_started(stage: str, units: int | None, step: str | None = None) -> Non
         _emit(f"[{stage}] {'step ' + step + ': ' if step else ''}{units} unit(s)")
 
 
+def work_done(stage: str, work: tuple[float, str]) -> None:
+    """Work of units reported before it was known (units seen finished while their task still ran)."""
+    with _lock:
+        amount, name = _work.get(stage, (0.0, work[1]))
+        _work[stage] = (amount + work[0], name)
+
+
 def unit_done(stage: str, done: int, total: int, unit_id: str, work: tuple[float, str] | None = None) -> None:
     """One more unit finished; `work` = (amount, unit name) it did, e.g. (1200, "docs"), for the rate shown."""
     with _lock:

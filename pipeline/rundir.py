@@ -65,6 +65,7 @@ class Attempt:
 class RunDir:
     def __init__(self, path: Path | str):
         self.path = Path(path).resolve()
+        self._path_str = str(self.path)
 
     # --- layout -------------------------------------------------------------------------------------
     def stage_dir(self, stage: str) -> Path:
@@ -74,7 +75,11 @@ class RunDir:
         return self.path / ".staging" / stage
 
     def work_dir(self, stage: str, fingerprint: str) -> Path:
-        return self.path / ".work" / stage / fingerprint[:16]
+        return Path(self.work_path(stage, fingerprint))
+
+    def work_path(self, stage: str, fingerprint: str) -> str:
+        """work_dir as a string (what per-unit paths are joined to)."""
+        return os.path.join(self._path_str, ".work", stage, fingerprint[:16])
 
     def job_dir(self, stage: str, fingerprint: str) -> Path:
         """Where a stage's long job (training: weeks on JUPITER) writes while it runs. It survives crashes and
@@ -199,7 +204,7 @@ class RunDir:
         followed. Returns the folders kept."""
         root = self.path / ".work" / stage
         if keep is None:
-            shutil.rmtree(root, ignore_errors=True)
+            fsutil.remove_tree(root)
             return []
         current = published.resolve() if published is not None else None
         kept = []
@@ -209,9 +214,9 @@ class RunDir:
             elif folder.resolve() != current and keep(folder):
                 kept.append(folder)
             else:
-                shutil.rmtree(folder, ignore_errors=True)
+                fsutil.remove_tree(folder)
         if not kept:
-            shutil.rmtree(root, ignore_errors=True)
+            fsutil.remove_tree(root)
         return kept
 
     # --- the lock -----------------------------------------------------------------------------------

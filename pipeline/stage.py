@@ -15,9 +15,10 @@ staging, publishing, the lock).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Mapping, TypeVar, cast
+from typing import Any, ClassVar, Generic, Iterable, Mapping, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict
 
@@ -72,8 +73,9 @@ class Step(Generic[P, R]):
         return cast(Mapping[str, R], done.get(self.name, {}))
 
 
-# step name -> unit id -> the unit's result, validated against its step's result model
-StepResults = dict[str, dict[str, BaseModel]]
+# step name -> unit id -> the unit's result, validated against its step's result model (read from the unit's
+# folder when asked for: pipeline/executor.py UnitResults)
+StepResults = dict[str, Mapping[str, BaseModel]]
 
 
 @dataclass
@@ -106,7 +108,11 @@ class StageContext(Generic[Cfg]):
 
     def unit_dir(self, step: str, unit_id: str) -> Path:
         """The folder of a finished unit (its outputs and its result.json)."""
-        return self.work_dir / step / unit_id
+        return Path(self.unit_path(step, unit_id))
+
+    def unit_path(self, step: str, unit_id: str) -> str:
+        """unit_dir as a string, built without pathlib: the executor asks for it per unit, 10^5 times a step."""
+        return os.path.join(self.run_dir.work_path(self.stage, self.fingerprint), step, unit_id)
 
     def upstream_dir(self, stage: str) -> Path:
         return self.run_dir.stage_dir(stage)
@@ -175,9 +181,10 @@ class BaseStage(Generic[Cfg]):
 class UnitStage(BaseStage[Cfg]):
     steps: ClassVar[tuple[Step[Any, Any], ...]]  # the waves of units, in order
 
-    def plan(self, ctx: StageContext[Cfg], step: Step[Any, Any], done: StepResults) -> list[Unit]:
+    def plan(self, ctx: StageContext[Cfg], step: Step[Any, Any], done: StepResults) -> Iterable[Unit]:
         """The units of `step`, from the settings and the results of the steps before it (deterministic: a
-        resumed run must plan the same units)."""
+        resumed run must plan the same units). A generator is welcome: the executor keeps each unit in a compact
+        form as it comes, so a step of many units never holds them all as models."""
         raise NotImplementedError
 
     def run_unit(self, ctx: StageContext[Cfg], unit: Unit, out_dir: Path) -> BaseModel:

@@ -50,3 +50,19 @@ def test_sha256_file_reports_every_byte_it_reads(tmp_path):
     seen: list[int] = []
     assert sha256_file(tmp_path / "f", chunk=1 << 16, on_read=seen.append) == hashlib.sha256(data).hexdigest()
     assert sum(seen) == len(data) and len(seen) == -(-len(data) // (1 << 16))
+
+
+def test_remove_tree_deletes_nested_folders_and_links_without_following_them(tmp_path):
+    from pipeline.fsutil import remove_tree
+
+    kept = tmp_path / "elsewhere"
+    kept.mkdir()
+    (kept / "precious").write_text("x")
+    root = tmp_path / "work"
+    for i in range(50):
+        (root / "step" / f"u{i:03d}" / "sub").mkdir(parents=True)
+        (root / "step" / f"u{i:03d}" / "result.json").write_text("{}")
+    (root / "link").symlink_to(kept, target_is_directory=True)
+    remove_tree(root)
+    assert not root.exists() and (kept / "precious").exists()
+    remove_tree(root)  # already gone: nothing to do, no error
