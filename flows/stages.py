@@ -13,7 +13,7 @@ import logging
 import queue
 import re
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -225,20 +225,30 @@ def run_stages(run_dir: RunDir, config: PipelineConfig, stages: list[str], force
     temporary one, so each worker process would start a temporary server of its own (a uvicorn each, all writing
     the one SQLite database under PREFECT_HOME), on CPU taken from the workers. A local Dask cluster starts while
     the server does (flows/dask_cluster.py)."""
-    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
+    from prefect.settings import (PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED,
+                                  PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS)
 
+    from flows.server import ServerWatch, check_database, check_reachable
+
+    configured = PREFECT_API_URL.value() or None
+    if configured:
+        check_reachable(configured)
+    elif PREFECT_SERVER_EPHEMERAL_ENABLED.value():
+        check_database()  # the temporary server's, if it is to be PostgreSQL
     key = str(run_dir.path)
+    timeout = config.orchestration.server_timeout_s
     _CONFIGS[key] = config
     try:
         with prefect_console_to_run_log(), temporary_server() as server, \
-                started_early(config, key, stages, server.api_url if server else PREFECT_API_URL.value() or None,
+                started_early(config, key, stages, server.api_url if server else configured,
                               modules=["prefect.task_engine", __name__]):
             named = pipeline_flow.with_options(flow_run_name=f"{run_dir.path.name}: {' -> '.join(stages)}")
             if server is None:
-                return named(key, stages, forced)
+                with ServerWatch(configured, key, timeout) if configured else nullcontext():
+                    return named(key, stages, forced)
             server.wait(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
             discard_early(key, server.api_url)
-            with reporting_to(server.api_url):
+            with reporting_to(server.api_url), ServerWatch(server.api_url, key, timeout, server.process):
                 return named(key, stages, forced)
     finally:
         _CONFIGS.pop(key, None)

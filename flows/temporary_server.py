@@ -41,6 +41,10 @@ class TemporaryServer:
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/api"
 
+    @property
+    def process(self) -> subprocess.Popen | None:
+        return self._process
+
     def start(self) -> None:
         """Why SIGINT is blocked while it starts (its process inherits the mask): a Ctrl-C on the terminal
         reaches every process of the foreground group; without this it also ended the server, and the flow

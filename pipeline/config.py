@@ -89,6 +89,10 @@ class OrchestrationConfig(StrictModel):
         "lost Dask worker), with doubling delays; counted in the manifest. An ingest input still failing on the last try "
         "is skipped with the reason unreachable (on_error = \"fail\": exit 2). Other failures are never retried.")
     retry_backoff_s: float = Field(5.0, ge=0, description="Delay before the first retry; each further one doubles it.")
+    server_timeout_s: float = Field(
+        60.0, ge=5, description="engine prefect: how long the Prefect server may not answer during a run before the "
+        "run stops, in one line, keeping every finished unit for the rerun (a temporary server that exits stops it "
+        "at once).")
     dask_address: str | None = Field(
         None, min_length=1,
         description="Address of a running Dask scheduler (e.g. tcp://10.1.2.3:8786 from a dask-jobqueue "

@@ -5,7 +5,9 @@ unit, planned from every count result, which sums them. finalize writes the word
 runs is appended to `log`, so a test sees which units ran, in which order, and which a rerun skipped. The setting
 `fail_at` makes the unit of that word fail; the environment (outside the fingerprint, so a rerun without it
 resumes the same work) can make one die (FAKE_KILL_AT: SIGKILL), fail once with a transient error
-(FAKE_FLAKY_AT), or wait for a file to exist (FAKE_WAIT_FOR: a stage that is still running).
+(FAKE_FLAKY_AT), wait for a file to exist (FAKE_WAIT_FOR: a stage that is still running), or every count unit
+take FAKE_SLOW_S seconds. `cli(argv)` is `europa` with the fake stage registered, for a config whose [ingest]
+section is the fake stage's settings.
 `install()` puts it into the registry in the place of the first stage, which has no upstream.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -83,9 +86,9 @@ class FakeStage(UnitStage[FakeConfig]):
             log.write(f"{unit.step}/{unit.id}\n")
         if unit.step == COUNT.name:
             word = COUNT.payload_of(unit).word
+            if slow := os.environ.get("FAKE_SLOW_S"):
+                time.sleep(float(slow))
             if wait_for := os.environ.get("FAKE_WAIT_FOR"):
-                import time
-
                 while not Path(wait_for).exists():
                     time.sleep(0.05)
             if word == os.environ.get("FAKE_KILL_AT"):
@@ -125,6 +128,14 @@ def install() -> None:
 def config(orchestration: dict[str, Any] | None = None, **settings: Any) -> PipelineConfig:
     o = OrchestrationConfig(**{"engine": "local", "retry_backoff_s": 0, **(orchestration or {})})
     return PipelineConfig(RunConfig(name="fake", languages=["en"]), o, {NAME: FakeConfig(**settings)}, None)
+
+
+def cli(argv: list[str]) -> int:
+    """`europa ARGV` with the fake stage registered (python -c "...; sys.exit(cli(sys.argv[1:]))" run --config F)."""
+    from pipeline.cli import main
+
+    install()
+    return main(argv)
 
 
 if __name__ == "__main__":  # python -m tests.pipeline.fake_stage RUN_DIR SETTINGS_JSON: one stage run, locked
