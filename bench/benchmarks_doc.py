@@ -48,6 +48,15 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "shards": ("Shards (bench/shards_bench.py)", ""),
     "dataloader_scale": ("The dataloader at scale (bench/dataloader_scale_bench.py)", ""),
     "train": ("Training overhead against torchtitan (bench/train_bench.py)", ""),
+    "orchestration_scale": ("Orchestration at the full run's size (bench/orchestration_scale_bench.py)", (
+        "N no-op units of a stage (bench/noop_stage.py) through the real executor, the Prefect mapper and a real "
+        "Prefect server: the temporary one a run starts, or an external `prefect server start` (SQLite), each "
+        "run in a fresh process and PREFECT_HOME, 2 workers. *Task runs* are counted in the server's database; "
+        "*europa CPU* is the `europa` process's own CPU per unit (with threads, the workers' too); *peak RSS* its "
+        "high-water mark; *server CPU* the server process's. Each cell: this commit (the reference commit, "
+        "this / reference), both measured in the same bench run, alternating. Goals (issue 42), at 10^5 units: "
+        "<= 2,000 task runs, <= 1 ms of `europa` CPU per unit, peak RSS <= 1 GB and <= 1.3x its 10^4 figure, "
+        "database <= 500 MB.")),
     MANUAL: ("Measurements by hand", (
         "Figures measured without a bench script: old and new code alternating in one process, profiles, timings "
         "of the tests. Each record's command says how.")),
@@ -174,11 +183,41 @@ def ingest_scale_section(results: dict[str, Any]) -> list[str]:
     return lines + ([""] if lines[-1] else [])
 
 
+ORCHESTRATION_FIGURES = (("task_runs", "task runs", ",d"), ("europa_cpu_ms_per_unit", "europa CPU ms/unit", ".3f"),
+                         ("europa_peak_rss_mb", "europa peak RSS MB", ",.0f"), ("server_cpu_s", "server CPU s", ",.1f"),
+                         ("database_mb", "database MB", ",.1f"), ("wall_s", "wall s", ",.0f"))
+
+
+def orchestration_scale_section(results: dict[str, Any]) -> list[str]:
+    """bench/orchestration_scale_bench.py's JSON: every run, each figure beside the reference commit's."""
+
+    def cell(new: dict[str, Any], old: dict[str, Any] | None, key: str, fmt: str) -> str:
+        if new.get(key) is None:
+            return "-"
+        if not old or not old.get(key):
+            return format(new[key], fmt)
+        return f"{format(new[key], fmt)} ({format(old[key], fmt)}, {new[key] / old[key]:.2f}x)"
+
+    rows = []
+    for x in results["runs"]:
+        spec, new, old = x["spec"], x["new"], x.get("reference")
+        rows.append([spec["runner"], new["server"], f"{spec['units']:,}", f"{spec['sleep_ms']:g}",
+                     *(cell(new, old, k, f) for k, _, f in ORCHESTRATION_FIGURES)])
+    columns = ["runner", "server", "units", "sleep ms", *(name for _, name, _ in ORCHESTRATION_FIGURES)]
+    ref = results.get("reference")
+    lines = [f"Reference: commit `{ref}`." if ref else "No reference commit in this run.", ""]
+    lines += [*markdown_table(columns, rows, right=set(range(2, len(columns)))), ""]
+    goal_rows = BENCHMARKS["orchestration_scale"](results)
+    return lines + ([table([r for r in goal_rows if r.reference_is.startswith("goal")]), ""] if goal_rows else [])
+
+
 def results_section(record: Record) -> list[str]:
     if "tables" in record.results:
         return tables_section(record.results)
     if record.bench == "ingest_scale":
         return ingest_scale_section(record.results)
+    if record.bench == "orchestration_scale":
+        return orchestration_scale_section(record.results)
     if record.bench in BENCHMARKS:
         return [table(BENCHMARKS[record.bench](record.results)), ""]
     raise ValueError(f"bench/records: a {record.bench!r} record needs its figures as `tables` (no renderer knows its "

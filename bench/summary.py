@@ -280,9 +280,43 @@ def dataloader_scale_rows(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def orchestration_scale_rows(r: dict[str, Any]) -> list[Row]:
+    """Per runner and server, the largest N's figures against issue 42's bar (the full table of every N with the
+    reference commit beside it is in docs/benchmarks.md)."""
+    goals, runs = r["goals"], [x for x in r["runs"] if x["spec"]["sleep_ms"] == 0]
+    if not runs:
+        return []
+    top = max(x["spec"]["units"] for x in runs)
+    rows: list[Row] = []
+    for x in (x for x in runs if x["spec"]["units"] == top):
+        spec, new, old = x["spec"], x["new"], x.get("reference")
+        where = f"{spec['runner']}, {new['server']} server, {top:,} units"
+        rows += [
+            Row("orchestration", f"task runs ({where})", new["task_runs"], goals["task_runs"], "goal (issue 42)", ",d", "lower"),
+            Row("orchestration", f"europa CPU ms per unit ({where})", new["europa_cpu_ms_per_unit"],
+                goals["europa_cpu_ms_per_unit"], "goal (issue 42)", ".3f", "lower"),
+            Row("orchestration", f"europa peak RSS MB ({where})", new["europa_peak_rss_mb"], goals["europa_peak_rss_mb"],
+                "goal (issue 42)", ",.0f", "lower"),
+            Row("orchestration", f"database MB ({where})", new["database_mb"], goals["database_mb"], "goal (issue 42)",
+                ",.1f", "lower"),
+        ]
+        tenth = [y for y in runs if y["spec"]["units"] * 10 == top and y["spec"]["runner"] == spec["runner"]
+                 and y["new"]["server"] == new["server"]]
+        if tenth:
+            rows.append(Row("orchestration", f"europa peak RSS, {top:,} / {top // 10:,} units ({where})",
+                            new["europa_peak_rss_mb"] / tenth[0]["new"]["europa_peak_rss_mb"], goals["rss_growth"],
+                            "goal (issue 42)", ".2f", "lower"))
+        if old:
+            rows.append(Row("orchestration", f"europa CPU ms per unit ({where}), against the reference",
+                            new["europa_cpu_ms_per_unit"], old["europa_cpu_ms_per_unit"],
+                            f"commit {r['reference']}, same run", ".3f", "lower"))
+    return rows
+
+
 BENCHMARKS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "ingest": ingest_rows, "ingest_scale": ingest_scale_rows, "dedup": dedup_rows, "langid": langid_rows,
     "tokenizer": tokenizer_rows, "shards": shards_rows, "dataloader_scale": dataloader_scale_rows, "train": train_rows,
+    "orchestration_scale": orchestration_scale_rows,
 }
 
 

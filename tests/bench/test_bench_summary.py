@@ -40,6 +40,14 @@ RESULTS = {
         for size, run, w, wall in [(100, "p1", 0.4, 10), (7200, "p1", 0.5, 400), (7200, "p2", 0.6, 200)]}},
     "dedup_bench.json": {"docs": 1000, "sorted": {"cpu_s": 0.01}, "rensa": {"docs_per_cpu_s": 50_000},
                          "steps": {"peak_growth_bytes": 1_000_000}, "today": {"bytes_per_doc": 4000}},
+    "orchestration_scale_bench.json": {
+        "reference": "5d1c56d", "goals": {"task_runs": 2000, "europa_cpu_ms_per_unit": 1.0, "europa_peak_rss_mb": 1000,
+                                          "rss_growth": 1.3, "database_mb": 500},
+        "runs": [{"spec": {"units": n, "sleep_ms": 0, "runner": "processes", "workers": 2},
+                  "new": {"server": "temporary", "task_runs": runs, "europa_cpu_ms_per_unit": cpu,
+                          "europa_peak_rss_mb": rss, "database_mb": 6.0},
+                  "reference": {"server": "temporary", "europa_cpu_ms_per_unit": cpu * 2}}
+                 for n, runs, cpu, rss in [(10_000, 7, 0.3, 120.0), (100_000, 14, 0.2, 150.0)]]},
 }
 MEMORY = {"points": [{"model_type": "bpe", "vocab_size": 262_144, "chars": 64e6, "peak_mb": 900.0, "estimate_mb": 1200.0}],
           "full_run": {"vocab_size": 262_144, "budget_chars": 20e9, "estimated_peak_gb": 320.0}}
@@ -65,6 +73,10 @@ def test_table_from_results(summary, tmp_path, capsys):
     assert " 2.00 | " in lines["1 -> 2 workers, processes, wall (7200x)"]  # 400 s / 200 s
     assert " 1.50 | " in lines["peak RSS per worker, 7200x / 100x"] and "lower" in lines["peak RSS per worker, 7200x / 100x"]
     assert "2.00x" in lines["MinHash LSH (sort-based, the steps' core), docs/s per core"]  # 100k docs/s vs rensa's 50k
+    at = "processes, temporary server, 100,000 units"
+    assert "0.01x" in lines[f"task runs ({at})"] and "2,000" in lines[f"task runs ({at})"]
+    assert " 1.25 | " in lines[f"europa peak RSS, 100,000 / 10,000 units ({at})"]  # 150 MB / 120 MB
+    assert "0.50x" in lines[f"europa CPU ms per unit ({at}), against the reference"]
     assert "langid: skipped: no " in out
 
 
