@@ -31,7 +31,7 @@ from pipeline import progress
 from pipeline.config import REPO_ROOT, PipelineConfig
 from pipeline.errors import EuropaError
 from pipeline.fsutil import atomic_dir, atomic_write_text
-from pipeline.manifest import Manifest, describe_outputs, output_digest
+from pipeline.manifest import Manifest, ManifestDamaged, describe_outputs, output_digest
 from pipeline.registry import get_stage
 from pipeline.retry import retrying
 from pipeline.rundir import RunDir, utc_now
@@ -301,7 +301,11 @@ def execute_stage(
     """
     stage = get_stage(name)
     ctx = build_context(run_dir, config, name)
-    current = run_dir.manifest(name)
+    try:
+        current = run_dir.manifest(name)
+    except ManifestDamaged as e:
+        current = None
+        progress.note(name, f"published manifest damaged ({e.why}); rerunning the stage")
     if not force and current is not None and current.fingerprint == ctx.fingerprint:
         damage = damaged_outputs(run_dir, current)
         if not damage:

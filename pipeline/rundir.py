@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from pipeline import fsutil
-from pipeline.manifest import Manifest, read_manifest
+from pipeline.manifest import Manifest, ManifestDamaged, read_manifest
 from pipeline.secrets import redact
 
 # Results stores: folders that are appended to under their own lock instead of being published whole.
@@ -160,7 +160,10 @@ class RunDir:
         a = self.attempt(stage)
         if a is None:
             return None
-        manifest = self.manifest(stage)
+        try:
+            manifest = self.manifest(stage)
+        except ManifestDamaged:
+            return a
         return a if manifest is None or a.at > manifest.finished_at else None
 
     def clear_attempt(self, stage: str) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.config import PipelineConfig
-from pipeline.manifest import Manifest, digest
+from pipeline.manifest import Manifest, ManifestDamaged, digest
 from pipeline.records import load_record
 from pipeline.registry import DEPENDS_ON, STAGE_NAMES, get_stage
 from pipeline.rundir import RunDir
@@ -57,7 +57,11 @@ def build_context(run_dir: RunDir, config: PipelineConfig, name: str, *, require
     an upstream record does not match its model (`load_records`)."""
     upstream: dict[str, Manifest] = {}
     for dep in DEPENDS_ON[name]:
-        manifest = run_dir.manifest(dep)
+        try:
+            manifest = run_dir.manifest(dep)
+        except ManifestDamaged as e:
+            raise StageError(f"stage {name}: the {dep} stage's manifest is damaged ({e.path}: {e.why}); run "
+                             f"`europa run --run-dir {run_dir.path} --to {name}` to rebuild it") from None
         if manifest is None:
             raise StageError(
                 f"stage {name}: needs the {dep} stage's output in {run_dir.path}, which is missing; "
@@ -82,10 +86,15 @@ def statuses(run_dir: RunDir, config: PipelineConfig, upto: tuple[str, ...] | No
     """Each stage's state, in pipeline order (only the stages in `upto` and their ancestors if given)."""
     out: dict[str, StageStatus] = {}
     for name in STAGE_NAMES:
-        manifest = run_dir.manifest(name)
+        try:
+            manifest, unreadable = run_dir.manifest(name), None
+        except ManifestDamaged as e:
+            manifest, unreadable = None, e
         attempt = run_dir.live_attempt(name)
         bad_up = [d for d in DEPENDS_ON[name] if out[d].state != "fresh"]
-        if attempt is not None and attempt.status == "failed":
+        if unreadable is not None and (attempt is None or attempt.status != "running"):
+            out[name] = StageStatus(name, "damaged", f"{unreadable}", None)
+        elif attempt is not None and attempt.status == "failed":
             out[name] = StageStatus(name, "failed", attempt.detail.splitlines()[0][:200] if attempt.detail else "", manifest)
         elif attempt is not None and attempt.status == "running":
             running = run_dir.is_locked()

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli import main
+from pipeline.manifest import Manifest
 from pipeline.rundir import RunDir
 from stages.compliance.config import ComplianceConfig
 from tests.compliance.fake_records import LANGS, demo_compliance_section, upstream_config, write_evaluate, write_pretrain
@@ -53,11 +54,12 @@ def settings_without(section: dict, dotted: str) -> ComplianceConfig:
 
 
 def edit_manifest(run: Path, stage: str, edit) -> None:
-    """Change a record in place (tests of rules that need other data than the demo corpus has)."""
+    """Change a record in place (tests of rules that need other data than the demo corpus has), written back as
+    a stage would publish it (with its content digest: a hand edit is a damaged stage)."""
     path = run / stage / "manifest.json"
     data = json.loads(path.read_text(encoding="utf-8"))
     edit(data)
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    path.write_text(Manifest.from_dict(data).to_json(), encoding="utf-8")
 
 
 @pytest.fixture
