@@ -49,6 +49,9 @@ def keep_api_client() -> None:
     from prefect.context import SyncClientContext
     from prefect.settings import PREFECT_API_URL, PREFECT_CLIENT_SERVER_VERSION_CHECK_ENABLED, temporary_settings
 
+    from pipeline.secrets import install_log_redaction
+
+    install_log_redaction()  # this process's log records reach the server too: masked as they are made
     if PREFECT_API_URL.value():
         with temporary_settings({PREFECT_CLIENT_SERVER_VERSION_CHECK_ENABLED: False}):
             SyncClientContext().__enter__()  # left entered: the worker process ends with its pool or cluster

@@ -68,6 +68,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from pipeline.secrets import install_log_redaction
+
+    install_log_redaction()
     args = _parser().parse_args(argv)
     try:
         return args.handler(args)

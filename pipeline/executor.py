@@ -35,6 +35,7 @@ from pipeline.manifest import Manifest, ManifestDamaged, describe_outputs, outpu
 from pipeline.registry import get_stage
 from pipeline.retry import retrying
 from pipeline.rundir import RunDir, utc_now
+from pipeline.secrets import redact_exception
 from pipeline.stage import (BaseStage, Detached, RunStage, StageContext, StageError, StageOutcome, Step, StepResults,
                             Unit, UnitStage)
 from pipeline.status import build_context, damaged_outputs
@@ -153,6 +154,8 @@ def execute_unit(ctx: StageContext[Any], unit: Unit) -> UnitDone:
     try:
         result, retries = retrying(attempt, retries=o.retries, backoff_s=o.retry_backoff_s, on_retry=lambda n, e: progress.note(
             ctx.stage, f"unit {unit.id}: {type(e).__name__}: {e}; trying again ({n} of {o.retries})"))
+    except BaseException as e:
+        raise redact_exception(e)  # a failed unit's message reaches the engine's records
     finally:
         give_back_freed_memory()
     return UnitDone(result, retries)
@@ -341,6 +344,7 @@ def execute_stage(
         run_dir.record_attempt(name, "submitted", ctx.fingerprint, job_dir=job_dir, detail=str(e))
         raise
     except BaseException as e:
+        redact_exception(e)  # before the state file and the engine (Prefect's database) record it
         shutil.rmtree(run_dir.staging_dir(name), ignore_errors=True)
         error = str(e) if isinstance(e, (EuropaError, OSError)) else f"{type(e).__name__}: {e}"
         run_dir.record_attempt(name, "failed", ctx.fingerprint, job_dir=job_dir, error=error,

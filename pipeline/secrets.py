@@ -53,3 +53,47 @@ def redact(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [redact(v) for v in obj]
     return obj
+
+
+def redact_exception(e: BaseException) -> BaseException:
+    """Mask secrets in an exception's message, in place, before anything records it: Prefect stores a failed run's
+    message in its database and events, and the run's state file keeps it."""
+    try:
+        e.args = tuple(redact_text(a) if isinstance(a, str) else a for a in e.args)
+        if isinstance(e, OSError):
+            for attr in ("filename", "filename2"):
+                if isinstance(getattr(e, attr, None), str):
+                    setattr(e, attr, redact_text(getattr(e, attr)))
+    except (AttributeError, TypeError):  # an exception type whose args cannot be set keeps its own
+        pass
+    return e
+
+
+_installed = False
+
+
+def install_log_redaction() -> None:
+    """Every log record this process makes is masked as it is made (message, arguments and traceback), whichever
+    handler takes it: the run's log file, Prefect's console, or Prefect's API handler, which sends it to the
+    server's database. Idempotent; `europa` and every worker process call it."""
+    global _installed
+    if _installed:
+        return
+    import logging
+
+    make = logging.getLogRecordFactory()
+    formatter = logging.Formatter()
+
+    def redacting(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a bad format string is logging's own error to report
+            return record
+        record.msg, record.args = redact_text(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact_text(formatter.formatException(record.exc_info))
+        return record
+
+    logging.setLogRecordFactory(redacting)
+    _installed = True
