@@ -152,6 +152,18 @@ def _in_live_job(rd: RunDir, ckpt) -> bool:
     return not ckpt.path.is_relative_to(rd.stage_dir(STAGE))
 
 
+def export_destination(rd: RunDir, out: str) -> Path:
+    """--out, refused when it is inside the run directory (but for its export/ folder) or holds it: an export
+    replaces its folder (--force) without the run's lock, so a published stage must never be one."""
+    path, run = Path(out).resolve(), rd.path.resolve()
+    exports = rd.export_dir("").resolve()
+    inside = path == run or run in path.parents
+    if (inside and exports not in path.parents) or path in run.parents:
+        raise UsageError(f"export hf: --out {out} is {'inside' if inside else 'above'} the run directory {run}; "
+                         f"choose a folder outside it, or one under {exports} (the default)")
+    return path
+
+
 def cmd_export(args) -> int:
     from europa_model.flavors import build_model_args
     from europa_model.hf import export_checkpoint
@@ -159,7 +171,7 @@ def cmd_export(args) -> int:
     from stages.pretrain.model_card import model_card
 
     rd, config, ckpt, info = _checkpoint_and_model(args)
-    out = rd.export_dir(f"{ckpt.name}-{args.dtype}") if args.out is None else Path(args.out).resolve()
+    out = rd.export_dir(f"{ckpt.name}-{args.dtype}") if args.out is None else export_destination(rd, args.out)
     live = _in_live_job(rd, ckpt)
     card = model_card(rd, config, step=ckpt.step, flavor=info.flavor, vocab_size=info.vocab_size, dtype=args.dtype,
                       known_differences=known_differences(build_model_args(info.flavor, info.vocab_size, **info.routing)),

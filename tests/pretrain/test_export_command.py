@@ -95,6 +95,12 @@ def test_refusals_and_a_live_training_job(run, tmp_path, capsys):
     assert main(["export", "hf", "--run-dir", str(run), "--out", str(out), "--force"]) == 0
     assert main(["export", "hf", "--run-dir", str(run), "--checkpoint", "step-99"]) == 2
     assert "no complete checkpoint step-99 (complete: step-3, step-6)" in capsys.readouterr().err
+    tokenizer = sorted(p.name for p in (run / "tokenizer").iterdir())
+    for inside in (run / "tokenizer", run, run.parent):  # a published stage, the run itself, a folder above it
+        assert main(["export", "hf", "--run-dir", str(run), "--out", str(inside), "--force"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"--out {inside} is " in err and "the run directory" in err
+    assert sorted(p.name for p in (run / "tokenizer").iterdir()) == tokenizer
 
     # training still running: its job folder's checkpoints export too, and the card says so
     rd = RunDir(run)
