@@ -132,6 +132,23 @@ def _fields(source: SourceConfig, obj: dict, index: int, ref: str) -> RawDoc | I
     return RawDoc(text, index, url if isinstance(url, str) else None, None if sid is None else str(sid))
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _without_lone_surrogates(doc: RawDoc | InputProblem) -> RawDoc | InputProblem:
+    """JSON may escape a lone surrogate ("\\ud800"), which no UTF-8 writer accepts. In the text it carries nothing
+    and goes, as the normalizer removes it; in a URL or an id it becomes U+FFFD, which keeps the value distinct."""
+    if isinstance(doc, InputProblem):
+        return doc
+    if _LONE_SURROGATE.search(doc.text):
+        doc.text = _LONE_SURROGATE.sub("", doc.text)
+    if doc.url is not None and _LONE_SURROGATE.search(doc.url):
+        doc.url = _LONE_SURROGATE.sub("\ufffd", doc.url)
+    if doc.source_doc_id is not None and _LONE_SURROGATE.search(doc.source_doc_id):
+        doc.source_doc_id = _LONE_SURROGATE.sub("\ufffd", doc.source_doc_id)
+    return doc
+
+
 def _range(piece: Piece) -> tuple[int, int | None]:
     """[start, end) of the piece's bytes (end None: to the end of the file)."""
     start = piece.size * piece.part // piece.parts
@@ -227,7 +244,7 @@ def _read_jsonl(source: SourceConfig, ref: str, f: IO[bytes], piece: Piece) -> I
         if not isinstance(obj, dict):
             yield InputProblem(ref, lineno, "malformed_json", f"{ref}:{lineno}: expected a JSON object per line")
             continue
-        yield _fields(source, obj, lineno, ref)
+        yield _without_lone_surrogates(_fields(source, obj, lineno, ref))
     if not seen_any and piece.parts == 1:
         yield InputProblem(ref, None, "empty_file", f"{ref}: file is empty; remove it or fix the export")
 

@@ -87,9 +87,10 @@ def test_jsonl_lines_read_as_pythons_json_reads_them(tmp_path):
         if not isinstance(obj, dict):
             want.append((n, "malformed_json"))
             continue
-        want.append((n, obj["text"], None if obj.get("id") is None else str(obj["id"]), obj.get("url")))
+        text = "".join(c for c in obj["text"] if not 0xD800 <= ord(c) <= 0xDFFF)  # no UTF-8 writer takes one
+        want.append((n, text, None if obj.get("id") is None else str(obj["id"]), obj.get("url")))
     assert got == want
-    assert got[0][2] == "123456789012345678901234567890" and got[2][1] == "drei \ud800 x"
+    assert got[0][2] == "123456789012345678901234567890" and got[2][1] == "drei  x"
 
 
 def whole_file_reference(data: bytes, unit: str) -> list[tuple]:
