@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from pipeline.children import die_with_parent
 from pipeline.errors import EuropaError
 from pipeline.secrets import redact_text
 
@@ -58,7 +59,8 @@ def local_server(port: int) -> Iterator[str]:
     env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
     env.pop("PREFECT_API_URL", None)
     proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=die_with_parent())
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while not responds(url, timeout=1.0):

@@ -26,7 +26,7 @@ from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
 
 from flows.bundles import BundlePlanner
 from flows.dask_cluster import DATA_STAGES, dask_scheduler, discard_early, started_early
-from flows.task_context import keep_api_client, settings_by_value
+from flows.task_context import init_pool_worker, settings_by_value
 from flows.temporary_server import reporting_to, temporary_server
 from pipeline import progress
 from pipeline.config import PipelineConfig
@@ -178,7 +178,7 @@ def task_runner(config: PipelineConfig, dask_address: str | None = None):
 
         return DaskTaskRunner(address=dask_address or o.dask_address)
     if o.task_runner == "processes":
-        return ProcessPoolTaskRunner(max_workers=o.max_workers, initializer=keep_api_client)
+        return ProcessPoolTaskRunner(max_workers=o.max_workers, initializer=init_pool_worker)
     return ThreadPoolTaskRunner(max_workers=o.max_workers)
 
 

@@ -57,6 +57,15 @@ def keep_api_client() -> None:
             SyncClientContext().__enter__()  # left entered: the worker process ends with its pool or cluster
 
 
+def init_pool_worker() -> None:
+    """The process pool's initializer: the worker ends with `europa` (pipeline/children.py) and keeps one API
+    client for its life."""
+    from pipeline.children import exit_with_parent
+
+    exit_with_parent()
+    keep_api_client()
+
+
 def dask_setup(worker: Any) -> None:
     """Dask's preload hook, run in the worker process as it starts, before it registers with the scheduler: the
     tasks it then runs start from a copy of this context (distributed's run_in_executor_with_context), so the

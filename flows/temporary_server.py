@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from pipeline.children import die_with_parent
+
 STARTUP_FAILURE = 3  # uvicorn's exit status when it could not bind its port or its app did not start
 STOP_WAIT_S = 5.0  # as Prefect's own: SIGTERM, then SIGKILL after this long
 DRAIN_WAIT_S = 10.0  # for the logs and events this process has not sent yet
@@ -63,7 +65,7 @@ class TemporaryServer:
                  "to use a server of your own)", self.port)
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            self._process = subprocess.Popen(command, env=env)
+            self._process = subprocess.Popen(command, env=env, preexec_fn=die_with_parent())
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 

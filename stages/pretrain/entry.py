@@ -20,17 +20,19 @@ or an error; the stage reads that, not the log.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import socket
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from europa_model.checkpoints import JOB_INFO, folder_model_info
 from europa_model.devices import resolve_device
-from pipeline.fsutil import append_jsonl, atomic_write_text
+from pipeline.fsutil import Locked, append_jsonl, atomic_write_text, exclusive_lock
 from stages.pretrain import step_count
 from stages.pretrain.failure import Failure, write_failure
 from stages.pretrain.peak_flops import Peak, device_peak
@@ -58,7 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     rank = int(os.environ.get("RANK", "0"))
     progress = _Progress()
     try:
-        return _train(args, progress)
+        with trainer_lock(args.job_dir, rank):
+            return _train(args, progress)
+    except TrainerRunning as e:  # not this trainer's failure: the job folder's record stays the other's
+        print(f"europa pretrain: {e}", file=sys.stderr)
+        return TrainerRunning.exit_code
     except SystemExit as e:
         if isinstance(e.code, str):  # a problem with the run's inputs, phrased for the user
             write_failure(args.job_dir, Failure("input", e.code.removeprefix("europa pretrain: "), rank, progress.step))
@@ -66,6 +72,28 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         write_failure(args.job_dir, _failure(e, rank, progress.step))
         raise
+
+
+TRAINER_LOCK = ".trainer.lock"
+
+
+class TrainerRunning(Locked):
+    """Another trainer holds this job folder: two would write one run's checkpoints and metrics."""
+
+    exit_code = 3
+
+
+@contextlib.contextmanager
+def trainer_lock(job_dir: Path, rank: int) -> Iterator[None]:
+    """Rank 0 holds the job folder's lock for the trainer's life (the kernel drops it when the process dies, so
+    a killed trainer never blocks the next); the other ranks follow rank 0, which a second trainer never gets."""
+    if rank != 0:
+        yield
+        return
+    with exclusive_lock(Path(job_dir) / TRAINER_LOCK, "training", error=TrainerRunning,
+                        busy=f"{job_dir}: another trainer is running in this job folder ({{holder}}); wait for it "
+                             "to end or stop it, then run again"):
+        yield
 
 
 class _Progress:

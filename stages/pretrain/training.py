@@ -20,6 +20,7 @@ from pathlib import Path
 from europa_model.checkpoints import complete_checkpoints
 from europa_model.devices import resolve_device
 from pipeline import progress
+from pipeline.children import die_with_parent
 from pipeline.config import REPO_ROOT
 from pipeline.stage import BaseStage, Detached, StageContext, StageError
 from stages.cluster import slurm
@@ -89,7 +90,7 @@ class TrainingJob:
         with open(job / "train.log", "a", encoding="utf-8") as log:
             log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd)}\n")
             proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, errors="replace")
+                                    text=True, errors="replace", preexec_fn=die_with_parent())  # this thread follows it
             try:
                 for line in proc.stdout:
                     log.write(line)

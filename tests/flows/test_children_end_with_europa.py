@@ -1,0 +1,42 @@
+"""A kill -9 of `europa` leaves none of its processes behind (its temporary Prefect server, its workers), and a
+second trainer cannot enter a job folder a trainer is still running in."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import psutil
+import pytest
+
+from stages.pretrain.entry import TrainerRunning, trainer_lock
+from tests.servers.test_server_loss import environment, europa, interrupt, write_config
+
+
+@pytest.mark.parametrize("runner", ["threads", "processes"])
+def test_kill_9_of_europa_leaves_no_process_of_the_run(tmp_path, runner):
+    log, run_dir = tmp_path / "log", tmp_path / "run"
+    cfg = write_config(tmp_path, log)
+    cfg.write_text(cfg.read_text().replace('task_runner = "processes"', f'task_runner = "{runner}"'))
+    proc = europa(["run", "--config", str(cfg), "--run-dir", str(run_dir), "--to", "ingest"],
+                  environment(tmp_path, FAKE_SLOW_S="0.3"))
+    _, children = interrupt(proc, log, lambda: os.kill(proc.pid, signal.SIGKILL))
+    assert proc.returncode == -signal.SIGKILL
+    assert children  # the temporary server at least
+    deadline = time.monotonic() + 30
+    while (left := [p for p in children if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]) \
+            and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left, left
+
+
+def test_a_second_trainer_is_refused_while_one_holds_the_job_folder(tmp_path):
+    with trainer_lock(tmp_path, rank=0):
+        with pytest.raises(TrainerRunning, match="another trainer is running in this job folder"):
+            with trainer_lock(tmp_path, rank=0):
+                pass
+        with trainer_lock(tmp_path, rank=1):  # the other ranks follow their rank 0
+            pass
+    with trainer_lock(tmp_path, rank=0):  # released with its holder
+        pass
