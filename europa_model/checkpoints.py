@@ -114,3 +114,43 @@ def recorded_digests(step_folder: Path) -> tuple[dict[str, tuple[str, int]], lis
         else:
             missing.append(p)
     return covered, missing
+
+
+def checkpoint_damage(step_folder: Path) -> str | None:
+    """Why the checkpoint in `step_folder` cannot be loaded, or None when every file it needs is there at full length.
+
+    The check reads names, sizes and the DCP `.metadata` (the list of every file and byte range a load reads), never
+    the tensors: it runs before every resume, and a europa-1t checkpoint is terabytes. A file whose bytes changed at
+    the same length passes; `europa verify` compares checksums. Imports torch (to read `.metadata`)."""
+    step_folder = Path(step_folder)
+    if not (step_folder / METADATA).is_file():
+        return f"no {METADATA} (cut off while saving, or deleted)"
+    for path in sorted(step_folder.glob(RANK_CHECKSUMS_GLOB)):
+        try:
+            files = json.loads(path.read_text(encoding="utf-8"))["files"]
+            recorded = {name: int(f["bytes"]) for name, f in files.items()}
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # the checksums are a record for verify, not a part of the checkpoint
+        for name, size in sorted(recorded.items()):
+            f = step_folder / name
+            if not f.is_file():
+                return f"{name} missing (rank checksums {path.name} lists it)"
+            if f.stat().st_size != size:
+                return f"{name} is {f.stat().st_size:,} bytes, {size:,} when saved"
+    from torch.distributed.checkpoint import FileSystemReader
+
+    try:
+        storage = FileSystemReader(str(step_folder)).read_metadata().storage_data
+    except Exception as e:  # a truncated or foreign .metadata: whatever unpickling raises
+        return f"unreadable {METADATA} ({type(e).__name__}: {str(e)[:120]})"
+    needed: dict[str, int] = {}
+    for info in (storage or {}).values():
+        end = int(getattr(info, "offset", 0) or 0) + int(getattr(info, "length", 0) or 0)
+        needed[info.relative_path] = max(needed.get(info.relative_path, 0), end)
+    for name, end in sorted(needed.items()):
+        f = step_folder / name
+        if not f.is_file():
+            return f"{name} missing ({METADATA} lists it)"
+        if f.stat().st_size < end:
+            return f"{name} is {f.stat().st_size:,} bytes, {METADATA} reads up to {end:,}"
+    return None

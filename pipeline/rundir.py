@@ -5,7 +5,8 @@ Layout (see docs/architecture.md):
     <run>/run.toml                  the resolved configuration
     <run>/<stage>/manifest.json     a published stage (complete, or absent: never half-written)
     <run>/.work/<stage>/<fp>/       finished units of an unfinished stage run (survive a crash)
-    <run>/.work/<stage>/<fp>/job/   the folder of a long job (training) while it runs: `job_dir`
+    <run>/.work/<stage>/<fp>/job/   the folder of a long job (training) while it runs: `job_dir`; its process
+                                    holds the flock `job/.trainer.lock` (JOB_LOCK) for its whole life
     <run>/.staging/<stage>/         the stage folder being assembled
     <run>/.state/<stage>.json       the last unpublished attempt (running, failed, submitted): `attempt`
     <run>/eval/                     a results store that grows while training runs: `store_dir("eval")`
@@ -31,6 +32,9 @@ from typing import Any, Callable, Iterator
 from pipeline import fsutil
 from pipeline.manifest import Manifest, ManifestDamaged, read_manifest
 from pipeline.secrets import redact
+
+# The flock a long job's process holds in its job folder: taken, a job runs there (perhaps without any europa).
+JOB_LOCK = ".trainer.lock"
 
 # Results stores: folders that are appended to under their own lock instead of being published whole.
 STORES = {"eval": "evaluation"}  # name -> what holds its lock, for the message when it is taken

@@ -11,13 +11,15 @@ checks the checksums too). Nothing here writes; pipeline/executor.py does the wo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from pipeline import fsutil
 from pipeline.config import PipelineConfig
 from pipeline.manifest import Manifest, ManifestDamaged, digest
 from pipeline.records import load_record
 from pipeline.registry import DEPENDS_ON, STAGE_NAMES, get_stage
-from pipeline.rundir import RunDir
+from pipeline.rundir import JOB_LOCK, RunDir
 from pipeline.secrets import redact
 from pipeline.stage import BaseStage, StageContext, StageError
 
@@ -98,10 +100,17 @@ def statuses(run_dir: RunDir, config: PipelineConfig, upto: tuple[str, ...] | No
             out[name] = StageStatus(name, "failed", attempt.detail.splitlines()[0][:200] if attempt.detail else "", manifest)
         elif attempt is not None and attempt.status == "running":
             running = run_dir.is_locked()
-            out[name] = StageStatus(
-                name, "running" if running else "interrupted",
-                "in progress" if running else "stopped before finishing; a rerun resumes its finished units", manifest,
-            )
+            job_holder = _job_holder(attempt.job_dir) if not running else None
+            if running:
+                out[name] = StageStatus(name, "running", "in progress", manifest)
+            elif job_holder is not None:
+                out[name] = StageStatus(name, "running", (
+                    f"europa stopped but its job still runs ({job_holder}, in {attempt.job_dir}); a second one "
+                    "would be refused: let it finish or stop that process, then `europa run` resumes from its "
+                    "checkpoints"), manifest)
+            else:
+                out[name] = StageStatus(name, "interrupted",
+                                        "stopped before finishing; a rerun resumes its finished units", manifest)
         elif attempt is not None and attempt.status == "submitted":
             out[name] = StageStatus(name, "submitted", attempt.detail, manifest)
         elif manifest is None:
@@ -121,6 +130,17 @@ def statuses(run_dir: RunDir, config: PipelineConfig, upto: tuple[str, ...] | No
         if upto is not None and set(upto) <= set(out):
             break
     return [s for s in out.values() if upto is None or s.name in upto]
+
+
+def _job_holder(job_dir: Path | None) -> str | None:
+    """What holds the long job's lock in `job_dir` ("pid N (training, since ...)"), or None: no process of that
+    job lives (the kernel drops the lock with its holder, so a dead job never reads as alive)."""
+    if job_dir is None or not fsutil.is_locked(job_dir / JOB_LOCK):
+        return None
+    try:
+        return (job_dir / JOB_LOCK).read_text(encoding="utf-8", errors="replace").strip() or "a process"
+    except OSError:
+        return "a process"
 
 
 def damaged_outputs(run_dir: RunDir, manifest: Manifest) -> list[str]:

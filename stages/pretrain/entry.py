@@ -33,6 +33,7 @@ from pathlib import Path
 from europa_model.checkpoints import JOB_INFO, folder_model_info
 from europa_model.devices import resolve_device
 from pipeline.fsutil import Locked, append_jsonl, atomic_write_text, exclusive_lock
+from pipeline.rundir import JOB_LOCK
 from stages.pretrain import step_count
 from stages.pretrain.failure import Failure, write_failure
 from stages.pretrain.peak_flops import Peak, device_peak
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         raise
 
 
-TRAINER_LOCK = ".trainer.lock"
+TRAINER_LOCK = JOB_LOCK
 
 
 class TrainerRunning(Locked):

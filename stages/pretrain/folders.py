@@ -22,11 +22,12 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from europa_model.checkpoints import complete_checkpoints
+from europa_model.checkpoints import CHECKPOINTS, complete_checkpoints
 from pipeline import progress
 from pipeline.fsutil import atomic_write_text
 from pipeline.stage import StageError
 from stages.cluster import slurm
+from stages.pretrain.damaged import DAMAGED
 
 if TYPE_CHECKING:
     from pipeline.stage import BaseStage, StageContext
@@ -67,7 +68,11 @@ def settle_job_folder(ctx: StageContext, stage: BaseStage) -> Path:
                   if f.parent != job.parent and not f.parent.is_symlink() and _started(f)]
         same = [f for f in others if recorded_training(f, launch_only) == mine]
         legacy = [f for f in others if not (f / TRAINING).exists() and complete_checkpoints(f)]
-        if same:
+        recovered = _recover_published(ctx, stage, job, mine) if not same else None
+        if recovered is not None:
+            progress.note(ctx.stage, f"the published stage's outputs are damaged; continuing its training from "
+                                     f"{recovered} (its checkpoints linked into {job}, not retrained)")
+        elif same:
             source = max(same, key=_newest_step)
             _adopt(source, job)
             done = complete_checkpoints(job)
@@ -92,6 +97,50 @@ def settle_job_folder(ctx: StageContext, stage: BaseStage) -> Path:
     if not path.exists() or json.loads(path.read_text(encoding="utf-8")) != record:
         atomic_write_text(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
     return job
+
+
+def _recover_published(ctx: StageContext, stage: BaseStage, job: Path, mine: dict[str, Any]) -> Path | None:
+    """Bring the published stage's training back into the empty job folder `job` when it is this training: the
+    stage reruns because a published file is damaged (the job folder went when it was published), and a missing
+    `.metadata` of one checkpoint must not cost the whole training. Checkpoint files are hard-linked (no copy of
+    terabytes; DCP never rewrites a saved file); the small files are copied, since a resumed job appends to them
+    and the published folder stays as it was until the new publish replaces it. Returns the published folder, or
+    None when it holds no training or another one."""
+    from pipeline.manifest import ManifestDamaged
+    from stages.pretrain.publish import PUBLISHED
+
+    published = ctx.run_dir.stage_dir(ctx.stage)
+    if not (published / CHECKPOINTS).is_dir():
+        return None
+    recorded = recorded_training(published, stage.launch_only_settings)
+    if recorded is None:  # published before the stage folder kept training.json: its manifest says
+        try:
+            manifest = ctx.run_dir.manifest(ctx.stage)
+        except ManifestDamaged:
+            return None
+        if manifest is None or manifest.fingerprint != ctx.fingerprint:
+            return None
+    elif recorded != mine:
+        return None
+    if job.parent.is_symlink():
+        job.parent.unlink()
+    job.mkdir(parents=True, exist_ok=True)
+    for pattern in PUBLISHED:
+        for src in sorted(published.glob(pattern)):
+            if src.is_dir():
+                link = _link_unless_appended if src.name in (CHECKPOINTS, DAMAGED) else shutil.copy2
+                shutil.copytree(src, job / src.name, copy_function=link, dirs_exist_ok=True)
+            elif src.is_file():
+                shutil.copy2(src, job / src.name)
+    return published
+
+
+def _link_unless_appended(src: str, dst: str) -> None:
+    """Saved checkpoint files are never rewritten: a hard link; the set-aside log is appended to: a copy."""
+    if Path(src).name.endswith(".jsonl"):
+        shutil.copy2(src, dst)
+    else:
+        os.link(src, dst)
 
 
 def holds_training(work_folder: Path) -> bool:

@@ -22,6 +22,7 @@ from stages.pretrain import job as jobdir
 from stages.pretrain import step_count
 from stages.pretrain.compute import compute_statistics
 from stages.pretrain.config import PretrainConfig
+from stages.pretrain.damaged import set_aside
 from stages.pretrain.record import (
     CheckpointFile,
     FinalCheckpoint,
@@ -33,7 +34,7 @@ from stages.pretrain.record import (
 )
 
 # what the published stage folder keeps of the job folder (seed checkpoints and comm traces stay behind)
-PUBLISHED = ("checkpoints", "metrics.jsonl", "segments.jsonl", "job_info.json", "flop_count.json", "train.log", "tb",
+PUBLISHED = ("checkpoints", "damaged-checkpoints", "training.json", "metrics.jsonl", "segments.jsonl", "job_info.json", "flop_count.json", "train.log", "tb",
              "job.sbatch", "plan.txt", "plan.json", "jobs.jsonl", "slurm-*.out")
 
 
@@ -59,6 +60,8 @@ def publish(settings: PretrainConfig, job: Path, out_dir: Path) -> StageOutcome:
     t, c = record.training, record.compute
     summary = {"steps": t.steps, "tokens": t.tokens_seen, "final loss": round(t.final_loss, 4),
                "checkpoints": len(complete_checkpoints(out_dir)), "FLOPs": f"{c.architecture.flops:.2e}"}
+    if record.checkpoint.set_aside:
+        summary["set aside"] = ", ".join(f"{d.path} ({d.reason})" for d in record.checkpoint.set_aside)
     # every kept checkpoint's digests come from the ranks (or were computed once, above): no second read
     checksums = {path: f.sha256 for files in digests.values() for path, f in files.items()}
     return StageOutcome(statistics=record, summary=summary, checksums=checksums)
@@ -132,7 +135,8 @@ def training_statistics(settings: PretrainConfig, folder: Path, digests: Digests
         compute=compute_statistics(per_token, tokens, final.step, device_seconds, info, step_count.read(folder)),
         checkpoint=FinalCheckpoint(final_step=final.step, path=f"checkpoints/{final.name}",
                                    sha256=digest([(x.path, x.sha256) for x in files]), files=files,
-                                   kept=[_kept(step, fs) for step, fs in sorted(digests.items())]),
+                                   kept=[_kept(step, fs) for step, fs in sorted(digests.items())],
+                                   **({"set_aside": damaged} if (damaged := set_aside(folder)) else {})),
         projection=Projection(planned_tokens=settings.planned_tokens,
                               planned_flops=settings.planned_tokens * per_token["total"]))
 

@@ -117,6 +117,13 @@ class KeptCheckpoint(Record):
     hashed_at_publish: int = Field(description="Files no rank recorded, read and hashed when the stage published.")
 
 
+class SetAsideCheckpoint(Record):
+    step: int
+    path: str = Field(description="damaged-checkpoints/step-N, relative to the stage folder (kept, not deleted).")
+    reason: str = Field(description="Why it could not be loaded (a missing file, one shorter than saved).")
+    time: str = Field(description="When it was set aside (UTC).")
+
+
 class FinalCheckpoint(Record):
     final_step: int
     path: str = Field(description="checkpoints/step-N, relative to the stage folder.")
@@ -124,6 +131,8 @@ class FinalCheckpoint(Record):
     files: list[CheckpointFile] = Field(description="The final checkpoint's files (the ranks' checksums files aside).")
     kept: list[KeptCheckpoint] = Field(description="Every checkpoint in the stage folder, the final one included, by step; "
                                        "the manifest's outputs carry their files' digests, read from the ranks' records.")
+    set_aside: list[SetAsideCheckpoint] = Field(default_factory=list, description=(
+        "Damaged checkpoints moved out of checkpoints/ before training resumed (stages/pretrain/damaged.py)."))
 
 
 class Projection(Record):

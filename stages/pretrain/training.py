@@ -22,10 +22,13 @@ from europa_model.devices import resolve_device
 from pipeline import progress
 from pipeline.children import die_with_parent
 from pipeline.config import REPO_ROOT
+from pipeline.fsutil import is_locked
+from pipeline.rundir import JOB_LOCK
 from pipeline.stage import BaseStage, Detached, StageContext, StageError
 from stages.cluster import slurm
 from stages.pretrain import job as jobdir
 from stages.pretrain.config import PretrainConfig
+from stages.pretrain.damaged import set_aside_damaged
 from stages.pretrain.failure import clear_failures, read_failure
 from stages.pretrain.folders import settle_job_folder
 from stages.pretrain.follow import TrainingFollower
@@ -43,6 +46,8 @@ class TrainingJob:
         """Train until the job folder holds the checkpoint of the last step; returns the job folder."""
         settings = self.ctx.settings
         job = settle_job_folder(self.ctx, self.stage)
+        if settings.launcher != "slurm" or slurm.last_job(job) is None:  # else: when no Slurm job of it runs
+            self._set_aside_damaged(job)
         done = complete_checkpoints(job)
         if done and done[-1].step >= settings.steps:
             progress.note(self.name, f"job already reached step {done[-1].step}; nothing to train")
@@ -59,6 +64,15 @@ class TrainingJob:
                 f"stage pretrain: training ended at step {reached} of {settings.steps} without an error exit "
                 f"(ran out of data or was stopped); see {job / 'train.log'}; rerun to resume from the last checkpoint")
         return job
+
+    def _set_aside_damaged(self, job: Path) -> None:
+        """Move damaged checkpoints out of the way (damaged.py) unless a trainer holds the job folder: an orphan
+        may still be saving, and it will refuse the trainer this stage starts anyway."""
+        if is_locked(job / JOB_LOCK):
+            return
+        for row in set_aside_damaged(job):
+            progress.note(self.name, f"checkpoint step-{row.step} is damaged ({row.reason}); set aside as "
+                                     f"{job / row.path}; training resumes from the newest intact checkpoint")
 
     # --- on this machine ----------------------------------------------------------------------------------
     def _command(self, job: Path, *extra: str) -> list[str]:
@@ -130,6 +144,7 @@ class TrainingJob:
                     progress.note(self.name, f"Slurm job {status.job_id} {status.describe()}; submitting a new job, "
                                              "which resumes from the newest checkpoint")
                 clear_failures(job)
+                self._set_aside_damaged(job)
                 following, rendered = submit_training_job(ctx, self.stage, record_attempt=False)
                 progress.note(self.name, f"submitted Slurm job {following} ({rendered.script_path}); following it")
             else:
@@ -143,6 +158,7 @@ class TrainingJob:
                 f"stopped following Slurm job {following}, which keeps running ({state}); follow it again with "
                 f"`europa stage {self.name} --run-dir {ctx.run_dir.path}`, cancel it with `scancel {following}`") from None
         job_id = following
+        self._set_aside_damaged(job)  # the job has ended: nothing writes to its folder
         done = complete_checkpoints(job)
         if done and done[-1].step >= ctx.settings.steps:
             if status.state != "COMPLETED":
