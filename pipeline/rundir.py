@@ -24,7 +24,8 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
-from contextlib import contextmanager
+import time
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -118,12 +119,23 @@ class RunDir:
         return self.store_dir(store) / "jobs" / name
 
     @contextmanager
-    def store_lock(self, name: str, what: str) -> Iterator[Path]:
+    def store_lock(self, name: str, what: str, *, waiting: Callable[[str], None] | None = None,
+                   poll_s: float = 2.0) -> Iterator[Path]:
         """Exclusive lock of one results store, never the run's lock: evaluation adds results while training
-        holds the run for weeks."""
+        holds the run for weeks. Taken by another process: StoreLocked, or, with `waiting`, wait for it
+        (`waiting(message)` on every try that finds it taken), since what the other adds is then not redone."""
         root = self.store_dir(name)
-        with fsutil.exclusive_lock(root / ".lock", what, error=StoreLocked,
-                                   busy=f"{root}: {STORES[name]} in progress by {{holder}}; try again when it ends"):
+        busy = f"{root}: {STORES[name]} in progress by {{holder}}; try again when it ends"
+        with ExitStack() as held:
+            while True:
+                try:
+                    held.enter_context(fsutil.exclusive_lock(root / ".lock", what, error=StoreLocked, busy=busy))
+                    break
+                except StoreLocked as e:
+                    if waiting is None:
+                        raise
+                    waiting(str(e))
+                    time.sleep(poll_s)
             yield root
 
     @property

@@ -66,10 +66,11 @@ def select(checkpoints: list[Checkpoint], store: EvalStore, which: str | None, s
 
 
 def evaluate_run(run_dir: RunDir, config: PipelineConfig, *, which: str | None = None,
-                 published_only: bool = False, wait: bool = True) -> EvalOutcome:
+                 published_only: bool = False, wait: bool = True, wait_for_others: bool = False) -> EvalOutcome:
     """Evaluate the run's checkpoints not evaluated yet (or `which`), then rewrite history, report and plots.
     `wait`: follow a Slurm evaluation job until it ends (False: the scheduled deployment, which looks again
-    next round)."""
+    next round). `wait_for_others`: when another evaluation holds the results store (a side `europa evaluate`),
+    wait for it to end and keep what it added, instead of failing (the evaluate stage of `europa run`)."""
     settings: EvaluateConfig = config.section("evaluate")
     store = EvalStore(run_dir.store_dir(STORE))
     checkpoints = run_checkpoints(run_dir, published_only=published_only)
@@ -80,7 +81,16 @@ def evaluate_run(run_dir: RunDir, config: PipelineConfig, *, which: str | None =
                               f"complete); rerun the pretrain stage (europa run --run-dir {run_dir.path}), or evaluate an "
                               f"older step: {older}")
     outcome = EvalOutcome()
-    with run_dir.store_lock(STORE, f"evaluating {run_dir.path}"):
+    tries = 0
+
+    def waiting(message: str) -> None:  # said at once, then every 5 minutes (one try per 2 s)
+        nonlocal tries
+        if tries % 150 == 0:
+            progress.note("evaluate", f"{'waiting' if not tries else 'still waiting'}: {message.split(';')[0]}; "
+                                      "the checkpoints it evaluates are not evaluated again")
+        tries += 1
+
+    with run_dir.store_lock(STORE, f"evaluating {run_dir.path}", waiting=waiting if wait_for_others else None):
         todo = select(checkpoints, store, which, settings)
         if not checkpoints:
             outcome.message = "no complete checkpoint yet; nothing to evaluate"

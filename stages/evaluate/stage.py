@@ -42,7 +42,7 @@ class EvaluateStage(RunStage[EvaluateConfig]):
     def run(self, ctx: StageContext[EvaluateConfig], out_dir: Path) -> StageOutcome:
         if not complete_checkpoints(ctx.upstream_dir("pretrain")):
             raise StageError(f"stage evaluate: {ctx.upstream_dir('pretrain')} holds no complete checkpoint; rerun pretrain")
-        outcome = evaluate_run(ctx.run_dir, ctx.config, published_only=True)
+        outcome = evaluate_run(ctx.run_dir, ctx.config, published_only=True, wait_for_others=True)
         store = EvalStore(ctx.run_dir.store_dir(STORE))
         steps = {c.step for c in complete_checkpoints(ctx.upstream_dir("pretrain"))}
         evaluated = [m for m in store.all() if m.step in steps]
