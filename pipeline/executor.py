@@ -322,6 +322,7 @@ def execute_stage(
     try:
         if force:  # forced means from scratch, not from the units (or the job) of any earlier attempt
             run_dir.remove_work(name)
+            ctx.from_scratch = True
         retries: dict[str, int] = {}
         if isinstance(stage, UnitStage):
             done = run_steps(stage, ctx, mapper or map_units_locally, retries)

@@ -91,6 +91,9 @@ class StageContext(Generic[Cfg]):
     # the stage itself: it travels with the context to whichever process runs a unit, so a worker runs the stage
     # the context was built for, not whatever its own registry names (a stage registered only where it planned)
     impl: BaseStage[Any] | None = None
+    # --force: the stage starts from scratch, so nothing of its earlier outputs may be continued (the pretrain
+    # stage otherwise brings a damaged published training back into its job folder: stages/pretrain/folders.py)
+    from_scratch: bool = False
 
     @property
     def settings(self) -> Cfg:

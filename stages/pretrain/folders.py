@@ -68,7 +68,7 @@ def settle_job_folder(ctx: StageContext, stage: BaseStage) -> Path:
                   if f.parent != job.parent and not f.parent.is_symlink() and _started(f)]
         same = [f for f in others if recorded_training(f, launch_only) == mine]
         legacy = [f for f in others if not (f / TRAINING).exists() and complete_checkpoints(f)]
-        recovered = _recover_published(ctx, stage, job, mine) if not same else None
+        recovered = _recover_published(ctx, stage, job, mine) if not same and not ctx.from_scratch else None
         if recovered is not None:
             progress.note(ctx.stage, f"the published stage's outputs are damaged; continuing its training from "
                                      f"{recovered} (its checkpoints linked into {job}, not retrained)")

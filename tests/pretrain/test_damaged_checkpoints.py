@@ -102,6 +102,17 @@ def test_a_truncated_final_checkpoint_resumes_from_the_one_before(finished, caps
     assert checkpoint_damage(run_dir / "pretrain" / "checkpoints" / "step-6") is None
 
 
+def test_force_retrains_from_step_0_even_when_the_published_training_could_be_continued(finished, capsys):
+    """--force means from scratch: the published training is not brought back (a forced rerun that continued it
+    would publish the same weights, and its downstream stages would look fresh)."""
+    cfg, run_dir = finished
+    (run_dir / "pretrain" / "checkpoints" / "step-3" / ".metadata").unlink()
+    assert main(["stage", "pretrain", "--config", str(cfg), "--run-dir", str(run_dir), "--force"]) == 0
+    after = record(run_dir)
+    assert [s.start_step for s in jobdir.segments(run_dir / "pretrain")] == [0]
+    assert [c["step"] for c in after["checkpoint"]["kept"]] == [3, 6] and not after["checkpoint"].get("set_aside")
+
+
 def test_status_tells_a_live_job_without_europa_from_a_dead_one(finished, capsys):
     """What kill -9 of europa under a Slurm job (or a trainer that outlived it) looks like: the attempt says
     running, the run lock is free, and the job's own lock tells whether its process still lives."""
