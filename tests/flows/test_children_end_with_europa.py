@@ -14,7 +14,7 @@ from stages.pretrain.entry import TrainerRunning, trainer_lock
 from tests.servers.test_server_loss import environment, europa, interrupt, write_config
 
 
-@pytest.mark.parametrize("runner", ["threads", "processes"])
+@pytest.mark.parametrize("runner", ["threads", "processes", "dask"])
 def test_kill_9_of_europa_leaves_no_process_of_the_run(tmp_path, runner):
     log, run_dir = tmp_path / "log", tmp_path / "run"
     cfg = write_config(tmp_path, log)
