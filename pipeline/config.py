@@ -28,9 +28,10 @@ class ConfigError(UsageError):
 
 
 class StrictModel(BaseModel):
-    """Base for every config section: unknown keys are errors, types are not coerced from strings."""
+    """Base for every config section: unknown keys are errors, types are not coerced from strings, and no
+    number is inf or nan (TOML has both; no setting means either)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, strict=True, allow_inf_nan=False)
 
 
 def resolve_config_path(v: str | None, info: ValidationInfo) -> str | None:
@@ -61,8 +62,10 @@ def check_languages(codes: list[str]) -> list[str]:
 
 class RunConfig(StrictModel):
     name: str = Field("demo", pattern=r"^[A-Za-z0-9_.-]+$", description="Run name; default run directory is runs/<name>.")
-    languages: list[str] = Field(default_factory=lambda: ["all"], description='ISO 639-1 codes, or ["all"] for the 24 EU languages.')
-    seed: int = Field(1234, description="Seed for every sampling decision in the run.")
+    languages: list[str] = Field(default_factory=lambda: ["all"], min_length=1,
+                                 description='ISO 639-1 codes, or ["all"] for the 24 EU languages.')
+    # SentencePiece and NumPy take an unsigned 32-bit seed
+    seed: int = Field(1234, ge=0, le=2**32 - 1, description="Seed for every sampling decision in the run (0 to 2^32-1).")
 
     @field_validator("languages")
     @classmethod

@@ -81,6 +81,15 @@ def test_a_run_dir_that_is_a_file_is_one_clear_line(tmp_path, capsys):
     assert err.count("\n") == 1 and f"{f}: is a file, not a run directory" in err
 
 
+@pytest.mark.parametrize("command", ["run", "status"])
+def test_an_empty_run_dir_is_refused_not_taken_for_the_default(tmp_path, capsys, monkeypatch, command):
+    monkeypatch.chdir(tmp_path)  # where the default runs/<name> would be made
+    assert main([command, "--run-dir", ""]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--run-dir is empty" in err
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_run_says_which_config_it_uses(run, capsys):
     assert main(["run", "--run-dir", str(run), "--to", "shards"]) == 0
     assert f"europa: run directory {run}; the run's own {run / 'run.toml'}" in capsys.readouterr().out

@@ -50,6 +50,25 @@ def test_unknown_language_code_is_named(tmp_path):
         load_config(path)
 
 
+@pytest.mark.parametrize(
+    "languages, body, needle",
+    [
+        ('["de"]', "[pretrain.optimizer]\nlr = inf\n", "[pretrain.optimizer.lr]: Input should be a finite number"),
+        ('["de"]', "[evaluate]\nregression_threshold = nan\n", "[evaluate.regression_threshold]: Input should be a finite"),
+        ("[]", "", "[run.languages]: List should have at least 1 item"),
+        ('["de"]\nseed = -5', "", "[run.seed]: Input should be greater than or equal to 0"),
+        ('["de"]\nseed = 18446744073709551616', "", "[run.seed]: Input should be less than or equal to 4294967295"),
+        ('["de"]', "[pretrain]\nseed = 4294967296\n", "[pretrain.seed]: Input should be less than or equal"),
+    ],
+)
+def test_values_no_stage_can_use_are_refused_when_the_config_loads(tmp_path, languages, body, needle):
+    """Each of these used to load, then ran nothing (no language) or failed stages later (a seed SentencePiece
+    cannot take, a learning rate of inf)."""
+    with pytest.raises(ConfigError) as e:
+        load_config(write_config(tmp_path, body, languages=languages))
+    assert needle in str(e.value)
+
+
 def test_resolved_config_round_trips_through_toml(tmp_path):
     cfg = load_config(DEFAULT_CONFIG)
     text = dump_toml(cfg.to_dict())
