@@ -27,6 +27,10 @@ class ConfigError(UsageError):
     """A configuration problem, already phrased for the user (file, key, what is allowed)."""
 
 
+# the largest seed every consumer takes: SentencePiece and NumPy take an unsigned 32-bit seed
+MAX_SEED = 2**32 - 1
+
+
 class StrictModel(BaseModel):
     """Base for every config section: unknown keys are errors, types are not coerced from strings, and no
     number is inf or nan (TOML has both; no setting means either)."""
@@ -64,8 +68,7 @@ class RunConfig(StrictModel):
     name: str = Field("demo", pattern=r"^[A-Za-z0-9_.-]+$", description="Run name; default run directory is runs/<name>.")
     languages: list[str] = Field(default_factory=lambda: ["all"], min_length=1,
                                  description='ISO 639-1 codes, or ["all"] for the 24 EU languages.')
-    # SentencePiece and NumPy take an unsigned 32-bit seed
-    seed: int = Field(1234, ge=0, le=2**32 - 1, description="Seed for every sampling decision in the run (0 to 2^32-1).")
+    seed: int = Field(1234, ge=0, le=MAX_SEED, description="Seed for every sampling decision in the run (0 to 2^32-1).")
 
     @field_validator("languages")
     @classmethod

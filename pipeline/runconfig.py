@@ -29,10 +29,10 @@ def resolve(config_path: str | None, run_dir_path: str | None, *, existing: bool
 
     `existing`: the command only reads a run (status, evaluate, verify): a run directory that does not exist is
     an error naming it, never created."""
-    if run_dir_path is not None and not run_dir_path.strip():
-        raise UsageError("--run-dir is empty; pass a folder (new or an existing run), or leave --run-dir out for "
-                         "runs/<[run] name>")
     if run_dir_path is not None:
+        if not run_dir_path.strip():  # Path("") is ".", so only the string can tell
+            raise UsageError("--run-dir is empty; pass a folder (new or an existing run), or leave --run-dir out "
+                             "for runs/<[run] name>")
         check_run_dir_path(Path(run_dir_path), existing=existing)
     if config_path is None and run_dir_path is not None and RunDir(run_dir_path).config_path.exists():
         rd = RunDir(run_dir_path)

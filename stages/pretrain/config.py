@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from pipeline.config import StrictModel
+from pipeline.config import MAX_SEED, StrictModel
 from stages.cluster.config import MachineConfig, SlurmConfig
 
 
@@ -143,7 +143,7 @@ class PretrainConfig(StrictModel):
         "local", description="local: one process; torchrun: processes_per_node ranks here (gloo on CPU); slurm: a Slurm job on "
         "[pretrain.machine] (JUPITER by default).")
     compile: bool = Field(False, description="torch.compile the model blocks and the loss.")
-    seed: int | None = Field(None, ge=0, le=2**32 - 1, description="Model initialization seed (0 to 2^32-1); default: [run] seed.")
+    seed: int | None = Field(None, ge=0, le=MAX_SEED, description="Model initialization seed (0 to 2^32-1); default: [run] seed.")
     peak_flops_per_device: float | None = Field(
         None, gt=0, description="Peak theoretical FLOP/s of one device (the hardware bound and utilisation); default: the table "
         "of dense bf16 peaks (GH200, H100, H200), or on a CPU cores x clock x FLOPs per cycle read from the machine.")
