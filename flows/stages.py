@@ -30,6 +30,7 @@ from flows.task_context import init_pool_worker, settings_by_value
 from flows.temporary_server import reporting_to, temporary_server
 from pipeline import progress
 from pipeline.config import PipelineConfig
+from pipeline.errors import interrupt_on_sigterm
 from pipeline.executor import PlannedUnits, UnitBatch, execute_stage, execute_unit, unit_finished, unit_stage
 from pipeline.retry import is_transient
 from pipeline.registry import STAGE_NAMES, get_stage
@@ -196,6 +197,7 @@ def _run_stage(run_dir: str, force: bool = False) -> dict[str, Any]:
     """Body of every stage flow; the stage is the flow's name."""
     from prefect.runtime import flow_run
 
+    interrupt_on_sigterm()  # Prefect's engine put its own SIGTERM handler in place for this flow run
     name = flow_run.flow_name
     rd = RunDir(run_dir)
     config = _config(run_dir)

@@ -3,7 +3,8 @@ command, and the options of `europa stage <name>`, belong to the stage that regi
 commands.py (pipeline/registry.py names those modules).
 
 Exit codes come from the error raised (pipeline/errors.py): 0 success; 1 a stage failed; 2 bad usage, config or
-input (the one stderr line says what to fix); 3 the run directory is in use; 130 interrupted.
+input (the one stderr line says what to fix); 3 the run directory is in use; 130 interrupted (Ctrl-C); 143 terminated
+(SIGTERM, otherwise handled as Ctrl-C).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
 from pipeline.commands import add_run_options, counts, resolve_run, run_stages
 from pipeline.registry import STAGE_NAMES, commands_modules, downstream_of, stage_commands
 
-EXIT_OK, EXIT_INTERRUPTED = 0, 130
+EXIT_OK, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 130, 143
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -68,9 +69,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from pipeline.errors import Terminated, interrupt_on_sigterm
     from pipeline.secrets import install_log_redaction
 
     install_log_redaction()
+    interrupt_on_sigterm()
     args = _parser().parse_args(argv)
     try:
         return args.handler(args)
@@ -80,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(e, Detached):  # the stage was following work that goes on (a Slurm job): it says how
             print(f"europa: interrupted: {e}", file=sys.stderr)
             return EXIT_INTERRUPTED
-        return _fail("interrupted; finished units are kept and a rerun resumes from them", EXIT_INTERRUPTED)
+        return _fail("interrupted; finished units are kept and a rerun resumes from them",
+                     EXIT_TERMINATED if isinstance(e, Terminated) else EXIT_INTERRUPTED)
     except OSError as e:  # the file system said no: say which path and what to do about it
         if os.environ.get("EUROPA_DEBUG"):
             raise

@@ -19,3 +19,24 @@ class UsageError(EuropaError, ValueError):
     """Bad usage, configuration or input: nothing ran, fix the command or the file."""
 
     exit_code = 2
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's or an operator's `kill`): unwinds as Ctrl-C does, so the stage is left
+    *interrupted* with its finished units kept and the same one line is printed; only the exit code differs
+    (143, 128 + SIGTERM, which schedulers read as "terminated")."""
+
+
+def interrupt_on_sigterm() -> None:
+    """Make SIGTERM raise Terminated in this process's main thread. Prefect's flow engine puts its own handler in
+    place for every flow run (it raises its TerminationSignal, which then reads as a crashed stage), so the stage
+    flows call this again inside their body (flows/stages.py)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated("SIGTERM")

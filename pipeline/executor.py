@@ -344,6 +344,9 @@ def execute_stage(
         shutil.rmtree(run_dir.staging_dir(name), ignore_errors=True)
         run_dir.record_attempt(name, "submitted", ctx.fingerprint, job_dir=job_dir, detail=str(e))
         raise
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the attempt stays "running", which status reads as interrupted
+        shutil.rmtree(run_dir.staging_dir(name), ignore_errors=True)
+        raise
     except BaseException as e:
         redact_exception(e)  # before the state file and the engine (Prefect's database) record it
         shutil.rmtree(run_dir.staging_dir(name), ignore_errors=True)

@@ -3,6 +3,7 @@ second trainer cannot enter a job folder a trainer is still running in."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -40,3 +41,21 @@ def test_a_second_trainer_is_refused_while_one_holds_the_job_folder(tmp_path):
             pass
     with trainer_lock(tmp_path, rank=0):  # released with its holder
         pass
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path, sig, code):
+    """A scheduler's SIGTERM used to end `europa` with no message and a stage "failed TerminationSignal"."""
+    log, run_dir = tmp_path / "log", tmp_path / "run"
+    cfg = write_config(tmp_path, log)
+    proc = europa(["run", "--config", str(cfg), "--run-dir", str(run_dir), "--to", "ingest"],
+                  environment(tmp_path, FAKE_SLOW_S="0.3"))
+    err, children = interrupt(proc, log, lambda: os.kill(proc.pid, sig))
+    assert proc.returncode == code
+    assert err.strip().splitlines()[-1] == "europa: error: interrupted; finished units are kept and a rerun resumes from them", err
+    assert "Traceback" not in err
+    status = europa(["status", "--config", str(cfg), "--run-dir", str(run_dir), "--json"], environment(tmp_path))
+    out, _ = status.communicate(timeout=120)
+    assert json.loads(out)[0]["state"] == "interrupted"
+    time.sleep(1)
+    assert not [p for p in children if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
