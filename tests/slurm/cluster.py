@@ -217,6 +217,7 @@ class SlurmCluster:
         self.ports: dict[str, int] = {}
         self.nodes: list[str] = []
         self.start_s: float | None = None
+        self.first_job_id = 1000 + secrets.randbelow(8000)
 
     # --- paths and environment ---------------------------------------------------------------------------
     @property
@@ -322,6 +323,9 @@ class SlurmCluster:
             "ReturnToService": "2", "SlurmdParameters": "config_overrides",
             "KillWait": "2",  # seconds from SIGTERM to SIGKILL at scancel / time limit (default 30)
             "AccountingStorageType": "accounting_storage/none",
+            # job ids set each job's rendezvous port (20000 + id % 10000): clusters started side by side by the
+            # test workers must not all count from 1, or their first two-node jobs share one port on 127.0.0.1
+            "FirstJobId": str(self.first_job_id),
         }
         if self.accounting:
             keys.update({
