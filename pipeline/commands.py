@@ -60,7 +60,7 @@ def run_stages(config_path: str | None, run_dir_path: str | None, selected: list
             print_products(rd)
             return 0
         to_run = selected[selected.index(todo[0]):]  # everything after the first stale stage may become stale by it
-        build_context(rd, config, to_run[0])  # fail fast (missing upstream) before any engine starts
+        preflight(rd, build_context(rd, config, to_run[0]))  # fail fast (missing upstream, bad input)
         results = load(ENGINES[config.orchestration.engine])(rd, config, to_run, forced)
     for r in results:
         verb = "ran" if r["ran"] else "fresh, skipped"
@@ -68,6 +68,19 @@ def run_stages(config_path: str | None, run_dir_path: str | None, selected: list
     print(f"europa: done in {time.monotonic() - t0:.1f}s; outputs in {rd.path}; full log {log_path}")
     print_products(rd)
     return 0
+
+
+def preflight(rd: RunDir, ctx) -> None:
+    """The first stage's checks before any engine starts; a refusal is recorded as the stage's failed attempt,
+    so `europa status` says why as it does for a failure during the run."""
+    from pipeline.registry import get_stage
+    from pipeline.stage import InputError
+
+    try:
+        (ctx.impl or get_stage(ctx.stage)).preflight(ctx)
+    except InputError as e:
+        rd.record_attempt(ctx.stage, "failed", ctx.fingerprint, error=str(e))
+        raise
 
 
 @contextmanager

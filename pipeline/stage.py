@@ -172,6 +172,10 @@ class BaseStage(Generic[Cfg]):
         """Cheap description of external inputs (file sizes and times) that enters the fingerprint."""
         return None
 
+    def preflight(self, ctx: StageContext[Cfg]) -> None:
+        """Checks that need the file system but no work, run by `europa run` before any engine starts (a
+        temporary Prefect server takes seconds): a config that cannot work is exit 2 at once (InputError)."""
+
     def keep_work(self, folder: Path) -> bool:
         """Whether a work folder of other settings must outlive a publish (a long job's checkpoints: days of
         training that only --force may delete)."""

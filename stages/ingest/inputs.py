@@ -43,8 +43,10 @@ class InputFile:
     whole: bool = False  # cannot be split (one document per file, compressed, HTML)
 
 
-def list_files(source: SourceConfig, lang: str) -> tuple[list[InputFile], str]:
-    """The input files of a source for one language, sorted, and what was looked for (for messages)."""
+def list_files(source: SourceConfig, lang: str, exclude: str | os.PathLike | None = None) -> tuple[list[InputFile], str]:
+    """The input files of a source for one language, sorted, and what was looked for (for messages). `exclude`:
+    a folder whose files are never inputs (the run directory, when a source's glob reaches into it: the run
+    would otherwise read its own logs and Parquet, and find itself stale after every run)."""
     if source.kind == "huggingface":
         return hub_files(source, lang)
     if source.kind == "udhr":
@@ -55,11 +57,31 @@ def list_files(source: SourceConfig, lang: str) -> tuple[list[InputFile], str]:
     head = re.split(r"[*?\[]", pattern, maxsplit=1)[0]
     root = None if head == pattern else os.path.dirname(head)  # no wildcard: a single file, keyed by its name
     whole = source.kind == "text" and source.text_unit == "file"
+    unreadable = unreadable_folder(pattern, head)
+    if unreadable is not None:
+        raise InputError(f"source {source.name}: cannot read folder {unreadable} (permission denied), so {pattern!r} "
+                         f"cannot be listed for {lang}; fix the folder's permissions (chmod) or narrow the source's path")
+    left_out = os.path.join(os.path.abspath(exclude), "") if exclude else None
     files = []
     for p in sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p)):
+        if left_out and os.path.abspath(p).startswith(left_out):
+            continue
         key = os.path.basename(p) if root is None else os.path.relpath(p, root)
         files.append(InputFile(p, key, os.path.getsize(p), source.kind, whole or p.endswith(COMPRESSED)))
     return files, pattern
+
+
+def unreadable_folder(pattern: str, head: str) -> str | None:
+    """The first folder the pattern goes through that this user cannot list. glob passes over such a folder
+    without a word, so an unreadable input folder would read as "matched no file", or lose part of a language."""
+    base = os.path.dirname(head) or "."
+    while not os.path.isdir(base) and os.path.dirname(base) != base:  # a missing folder is "no file"; its parent may be closed
+        base = os.path.dirname(base)
+    folders = [base]
+    parent = os.path.dirname(pattern)
+    if re.search(r"[*?\[]", parent):  # the folders a wildcard goes through, each of which glob must list
+        folders += sorted(glob.glob(parent, recursive=True))
+    return next((d for d in folders if os.path.isdir(d) and not os.access(d, os.R_OK | os.X_OK)), None)
 
 
 def split_files(files: list[InputFile], max_bytes: int) -> list[Piece]:

@@ -89,6 +89,10 @@ def _read_piece(source: SourceConfig, lang: str, piece: Piece) -> Iterator[RawDo
     if not os.path.exists(piece.ref):
         yield InputProblem(piece.ref, None, "missing_file", f"{piece.ref}: file not found; check the source's path")
         return
+    if not os.access(piece.ref, os.R_OK):  # one unreadable file is that file's problem, not the unit's (on_error)
+        yield InputProblem(piece.ref, None, "unreadable_file", f"{piece.ref}: permission denied; fix the file's "
+                           "permissions (chmod), then europa run --force ingest reads it")
+        return
     if source.kind == "udhr":
         yield from _read_udhr(source, piece.ref)
     elif source.kind == "parquet":

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from pipeline import progress
 from pipeline.manifest import Manifest
 from pipeline.stage import InputError, StageContext, StageError, StageOutcome, Step, StepResults, Unit, UnitStage
 from stages.ingest.config import IngestConfig
@@ -37,6 +39,10 @@ from stages.ingest.units import (BUCKETS, CLUSTERS, DOCUMENTS, FILTER, SIGNATURE
 Ctx = StageContext[IngestConfig]
 EXACT_DIR, PAIRS_DIR = "exact", "pairs"  # a buckets unit's two outputs (steps 2a and 2b of dedup/)
 MAX_UNITS = 100_000  # per language and source: unit ids have 5 digits (their order is the dedup order)
+# Pieces of one file at most: each piece after the first finds its first line from the file's start (line numbers
+# are part of document ids), so a file cut into p pieces is read ~p/2 times; a 50 MB file at max_unit_bytes = 1000
+# planned 50,813 units, nearly all empty.
+MAX_PIECES_PER_FILE = 1000
 
 
 class IngestStage(UnitStage[IngestConfig]):
@@ -58,7 +64,7 @@ class IngestStage(UnitStage[IngestConfig]):
                     sig.append((source.repo, source.revision, source.hf_config, source.split, lang))
                     continue
                 try:
-                    files, _ = list_files(source, lang)
+                    files, _ = list_files(source, lang, exclude=ctx.run_dir.path)
                 except (InputError, OSError, ValueError) as e:  # reported when planning; a signature never fails
                     sig.append((source.name, lang, str(e)))
                     continue
@@ -95,15 +101,27 @@ class IngestStage(UnitStage[IngestConfig]):
                                                                  kept=sum(kept.values()))))
         return units
 
+    def preflight(self, ctx: Ctx) -> None:
+        """The documents plan, made once before any engine starts: no sources, a missing block list, an
+        unreadable input folder, a required source with no file, a file cut into too many pieces are exit 2 at
+        once. It reads no input; a Hub source is listed (the plan lists it again)."""
+        _blocklist_signature(ctx.settings)
+        self._plan_documents(ctx)
+        inside = [s.name for s in ctx.settings.sources if s.path and _reaches_into(s.path, ctx.run_dir.path)]
+        if inside:
+            progress.note(self.name, f"source {inside[0]}'s path reaches into the run directory {ctx.run_dir.path}; "
+                                     "the run's own files there are not read as input")
+
     def _plan_documents(self, ctx: Ctx) -> list[Unit]:
         settings = ctx.settings
         if not settings.sources:
-            raise StageError("stage ingest: no sources configured; add [[ingest.sources]] to the config")
+            raise InputError("stage ingest: the config declares no source; add an [[ingest.sources]] table "
+                             "(configs/demo.toml has one)")
         units = []
         for source in settings.sources:
             for lang in self._languages(ctx, source):
                 try:
-                    files, pattern = list_files(source, lang)
+                    files, pattern = list_files(source, lang, exclude=ctx.run_dir.path)
                     problem = ("no_inputs", f"source {source.name}: no input for language {lang} ({pattern!r} matched no "
                                             f"file; the source is optional)")
                 except HubUnavailable as e:  # a Hub repo that cannot be listed: an optional one is recorded, unless
@@ -120,6 +138,7 @@ class IngestStage(UnitStage[IngestConfig]):
                         lang=lang, source=source.name, pieces=[], pattern=pattern, problem=problem)))
                     continue
                 pieces = split_files(files, settings.max_unit_bytes)
+                _refuse_splinters(source.name, pieces, settings.max_unit_bytes)
                 groups = [pieces] if source.max_documents else _pack(pieces, settings.max_unit_bytes, settings.files_per_unit)
                 if len(groups) > MAX_UNITS:
                     raise InputError(f"stage ingest: source {source.name} makes {len(groups)} units for {lang} (at most "
@@ -386,6 +405,22 @@ def _per_filter_counts(removed: Counter) -> dict[str, int]:
     return out
 
 
+def _reaches_into(path: str, run_dir: Path) -> bool:
+    """Whether a source's path (a glob) starts above or in the run directory."""
+    head = re.split(r"[*?\[]", path, maxsplit=1)[0]
+    base = os.path.abspath(os.path.dirname(head) if head != path else head)
+    return os.path.commonpath([base, os.path.abspath(run_dir)]) == base
+
+
+def _refuse_splinters(source: str, pieces: list[Piece], max_unit_bytes: int) -> None:
+    most = max(pieces, key=lambda p: p.parts, default=None)
+    if most is not None and most.parts > MAX_PIECES_PER_FILE:
+        need = math.ceil(most.size / MAX_PIECES_PER_FILE)
+        raise InputError(f"stage ingest: source {source}: {most.ref} ({most.size:,} bytes) would be cut into "
+                         f"{most.parts:,} units of max_unit_bytes = {max_unit_bytes:,} (at most "
+                         f"{MAX_PIECES_PER_FILE:,} per file); raise [ingest] max_unit_bytes to {need:,} or more")
+
+
 def _blocklist_signature(settings: IngestConfig) -> list[tuple]:
     """Size and modification time of every block list file: a new version of a list makes the stage stale."""
     from stages.ingest.blocklist import list_files as blocklist_files
@@ -395,7 +430,7 @@ def _blocklist_signature(settings: IngestConfig) -> list[tuple]:
         try:
             files = blocklist_files(b.path)
         except ValueError as e:
-            raise StageError(f"stage ingest: [[ingest.blocklists]] {b.name}: {e}") from None
+            raise InputError(f"stage ingest: [[ingest.blocklists]] {b.name}: {e}") from None
         sig.extend((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
     return sig
 
