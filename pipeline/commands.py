@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -90,7 +90,7 @@ def run_log(rd: RunDir) -> Iterator[Path]:
     logs = rd.logs_dir()
     logs.mkdir(parents=True, exist_ok=True)
     path = logs / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
-    handler = logging.FileHandler(path, encoding="utf-8")
+    handler = RunLogHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.set_name(RUN_LOG_HANDLER)
     europa = logging.getLogger("europa")
@@ -112,6 +112,26 @@ def run_log(rd: RunDir) -> Iterator[Path]:
 
 
 RUN_LOG_HANDLER = "europa-run-log"
+
+
+class RunLogHandler(logging.FileHandler):
+    """The run log, which stops at the first write the file system refuses (a full disk) instead of printing
+    a traceback per record: under Prefect, whose print-as-log turns that traceback into records of its own, a
+    full disk printed thousands of lines and hit RecursionError. The command's own one-line error says why."""
+
+    failed: OSError | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.failed is None:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        error = sys.exc_info()[1]
+        if not isinstance(error, OSError):
+            return super().handleError(record)
+        self.failed = error
+        with suppress(OSError):
+            self.close()
 
 
 def counts(summary: dict[str, Any]) -> str:

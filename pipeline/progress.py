@@ -20,6 +20,8 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from pipeline.secrets import redact_text
+
 if TYPE_CHECKING:
     from pipeline.manifest import Manifest
 
@@ -38,7 +40,9 @@ def _is_terminal() -> bool:
 
 
 def _emit(line: str) -> None:
-    """A permanent line (the live status line, if any, is cleared first and drawn again after it)."""
+    """A permanent line (the live status line, if any, is cleared first and drawn again after it). Redacted
+    here, once for the terminal and the run log: a line may quote a source's path or URL (a skipped input)."""
+    line = redact_text(line)
     log.info(line)
     if quiet:
         return

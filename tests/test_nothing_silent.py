@@ -7,7 +7,10 @@ one line the user gets.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -126,8 +129,6 @@ def test_an_interrupted_force_is_forgotten_once_a_rerun_finds_everything_fresh(r
 @pytest.fixture
 def tmpfs(tmp_path):
     """A small file system of our own (a full disk, a read-only one); skipped where mounting is not allowed."""
-    import subprocess
-
     mounted = []
 
     def mount(name: str, options: str) -> Path:
@@ -151,6 +152,20 @@ def test_a_full_disk_is_one_line_and_nothing_half_published(tmpfs, udhr_dir, tmp
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("europa: error")]
     assert len(err) == 1 and "no space left on the device" in err[0] and str(disk) in err[0]
     assert not (disk / "run" / "ingest").exists()
+
+
+def test_a_full_disk_under_prefect_prints_its_line_not_a_traceback_per_log_record(tmpfs, udhr_dir, tmp_path):
+    """The run log's first refused write stops the run log: it used to print a traceback per record, which
+    Prefect's print-as-log turned into records of their own (thousands of lines, then RecursionError)."""
+    disk = tmpfs("full", "size=160k")
+    cfg = write_config(tmp_path, udhr_source(udhr_dir), engine="prefect", languages='["de", "fr", "it", "pl"]')
+    r = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--config", str(cfg), "--run-dir", str(disk / "run"),
+                        "--to", "ingest"], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 1
+    assert "Logging error" not in r.stderr and "Traceback" not in r.stderr and len(r.stderr.splitlines()) < 20, r.stderr
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("europa: error")]
+    assert "no space left on the device" in line and str(disk) in line
 
 
 def test_a_read_only_run_dir_is_one_line(tmpfs, udhr_dir, tmp_path, capsys):

