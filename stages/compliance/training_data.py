@@ -201,7 +201,8 @@ def curation_text(rec: Records) -> Fact:
             f"Gopher/FineWeb-2 quality filters ({quality:,} documents removed)",
             "PII redaction (" + ", ".join(k for k in PII_KINDS if pii.get(k)) + ")" if pii.get("enabled") else "no PII redaction",
             f"deduplication: exact {'on' if dedup.get('exact') else 'off'}, MinHash near-duplicates "
-            f"{'on (threshold ' + str(dedup.get('threshold')) + ')' if dedup.get('near') else 'off'} "
+            f"{'on (threshold ' + str(dedup.get('threshold')) + ')' if dedup.get('near') else 'off'}, "
+            f"{SCOPE_WORDS.get(dedup.get('scope', 'language'), '?')} "
             f"({pf.get(EXACT_DUP, 0) + pf.get(NEAR_DUP, 0):,} documents removed)",
         ]
         return "; ".join(steps) + f". {removed:,} documents removed in all."
@@ -209,6 +210,10 @@ def curation_text(rec: Records) -> Fact:
     code = constant("ingest chain", source="pipeline code: stages/ingest/ (normalize.py, blocklist.py, langid.py: cld2, quality.py: "
                                            "Gopher/FineWeb-2 filters, pii.py, minhash.py)")
     return derive(lambda c, pf, _: text(c, pf), cfg, per_filter, code, method="ingest config and statistics.per_filter", fmt=str)
+
+
+SCOPE_WORDS = {"language": "across all sources of each language", "source": "within each source of each language",
+               "dump": "within each crawl dump of each language"}  # [ingest.dedup] scope
 
 
 def filter_rows(rec: Records) -> list[list[Fact]]:

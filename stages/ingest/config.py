@@ -71,6 +71,10 @@ class SourceConfig(StrictModel):
     token_env: str | None = Field(None, description="Name of the environment variable holding a Hub token (never the token).")
     max_documents: int | None = Field(
         None, ge=1, description="Read at most this many documents per language (for trial runs: the language's inputs then form one unit).")
+    dump: str | None = Field(
+        None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="The crawl dump this source holds (e.g. "
+        "CC-MAIN-2024-10): with [ingest.dedup] scope = \"dump\" its documents are deduplicated only against the same "
+        "dump's, in any source. Required by that scope; one source per dump (FineWeb publishes one folder per dump).")
     optional: bool = Field(
         False, description="The source may yield nothing for a language (recorded as a skipped input); otherwise planning fails (exit 2).")
     # provenance, carried into every document and the manifest
@@ -161,6 +165,11 @@ class IngestConfig(StrictModel):
         dup = {n for n in lists if lists.count(n) > 1}
         if dup:
             raise ValueError(f"block list name {sorted(dup)[0]!r} is used twice; names must be unique")
+        undated = [s.name for s in self.sources if s.dump is None]
+        if self.dedup.scope == "dump" and undated:
+            raise ValueError(f"[ingest.dedup] scope = \"dump\" needs each source's dump, and source {undated[0]!r} has "
+                             "none: add dump = \"<crawl id>\" to its [[ingest.sources]] table, or choose scope = "
+                             "\"source\" or \"language\"")
         return self
 
 

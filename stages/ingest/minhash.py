@@ -20,7 +20,7 @@ import hashlib
 import re
 import zlib
 from functools import lru_cache
-from typing import Sequence
+from typing import Literal, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -54,6 +54,11 @@ class DedupConfig(BaseModel):
     """A candidate pair is a duplicate when this fraction of signature entries agree (estimated Jaccard)."""
     seed: int = Field(1, ge=0)
     """Seed of the hash functions; signatures are only comparable under the same seed and num_perm."""
+    scope: Literal["language", "source", "dump"] = "language"
+    """Which documents are compared: all of a language, those of one source, or those of one dump (a source's
+    declared `dump`, e.g. a Common Crawl snapshot). FineWeb found per-dump dedup better than global dedup for
+    English: a duplicate across dumps is often a page that stayed up, and global dedup keeps the lowest-quality
+    remainder. The record's config says which scope ran."""
     partition_docs: int = Field(500_000, ge=1)
     """Kept documents per band partition of the dedup steps (a language of N documents gets ceil(N / this)
     partitions): a buckets unit holds 8 bytes per band row of its partition plus the rows and signatures of its

@@ -75,3 +75,8 @@ class IngestRecord(Record):
     pii_redactions: dict[str, int] = Field(description=f"Redactions by kind ({', '.join(PII_KINDS)}).")
     blocklists: dict[str, BlocklistRecord] = Field(description="Per [[ingest.blocklists]] list; empty when none is configured.")
     languages_without_documents: list[str] = Field(description="Configured languages with no kept document.")
+    dedup_scope: Literal["language", "source", "dump"] = Field(
+        "language", description="Which documents were compared for duplicates ([ingest.dedup] scope).")
+    dedup_groups: dict[str, list[str]] = Field(
+        default_factory=dict, description="Per language, its groups of documents deduplicated apart from each other: "
+        "the language itself, or `<lang>-<source>` / `<lang>-dump-<dump>` under the source and dump scopes.")

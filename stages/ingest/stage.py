@@ -4,13 +4,14 @@ Five steps (waves of units on the task runner), each unit bounded, crash-safe an
     documents   language x source x pieces of input files (<= max_unit_bytes; inputs.py): the document chain
                 (process.py) -> kept.parquet (rows + dedup keys) and removed parts
     signatures  per documents unit: its dedup keys by band partition (dedup/signatures.py)
-    buckets     per language x band partition: exact duplicates and verified near-duplicate pairs (dedup/exact.py,
-                dedup/buckets.py); partitions = ceil(kept documents of the language / dedup.partition_docs)
-    clusters    per language: which documents in pairs are dropped, for whom (dedup/clusters.py)
+    buckets     per dedup group x band partition: exact duplicates and verified near-duplicate pairs (dedup/exact.py,
+                dedup/buckets.py); partitions = ceil(kept documents of the group / dedup.partition_docs)
+    clusters    per dedup group: which documents in pairs are dropped, for whom (dedup/clusters.py)
     filter      per documents unit: its kept parts minus duplicates, duplicates with reason and duplicate_of, its
                 kept bytes per domain (dedup/filter.py)
-A document's place in its language is (unit rank, row), the rank being the unit's position among the language's
-documents units in id order, so the first occurrence in that order is kept whatever ran where and when.
+A dedup group is the documents compared with each other ([ingest.dedup] scope): a language, or one source or
+one dump of it. A document's place in its group is (unit rank, row), the rank being the unit's position among
+the group's documents units in id order, so the first occurrence in that order is kept whatever ran where and when.
 finalize only links the units' parts into data/<lang>/ and rejected/<lang>/ in unit order and sums the record.
 """
 
@@ -86,19 +87,20 @@ class IngestStage(UnitStage[IngestConfig]):
             return self._plan_documents(ctx)
         documents = DOCUMENTS.results(done)
         units: list[Unit] = []
-        for lang, uids in self._ranked_units(done).items():
+        for (lang, group), uids in self._ranked_units(ctx, done).items():
             partitions = self._partitions(ctx, done, uids)
             kept = {uid: documents[uid].stats.kept for uid in uids}  # what each step's cost follows
             if step is SIGNATURES or step is FILTER:
-                units += [step.unit(uid, RankedUnitPayload(lang=lang, rank=rank, partitions=partitions, kept=kept[uid]))
+                units += [step.unit(uid, RankedUnitPayload(lang=lang, group=group, rank=rank, partitions=partitions,
+                                                           kept=kept[uid]))
                           for rank, uid in enumerate(uids)]
             elif step is BUCKETS:
-                units += [BUCKETS.unit(f"{lang}-{p:05d}", BucketsPayload(lang=lang, partition=p, partitions=partitions,
-                                                                         units=uids, kept=sum(kept.values()) / partitions))
-                          for p in range(partitions)]
+                units += [BUCKETS.unit(f"{group}-{p:05d}", BucketsPayload(
+                    lang=lang, group=group, partition=p, partitions=partitions, units=uids,
+                    kept=sum(kept.values()) / partitions)) for p in range(partitions)]
             elif step is CLUSTERS and ctx.settings.dedup.near:
-                units.append(CLUSTERS.unit(lang, ClustersPayload(lang=lang, partitions=partitions, units=uids,
-                                                                 kept=sum(kept.values()))))
+                units.append(CLUSTERS.unit(group, ClustersPayload(lang=lang, group=group, partitions=partitions,
+                                                                  units=uids, kept=sum(kept.values()))))
         return units
 
     def preflight(self, ctx: Ctx) -> None:
@@ -149,12 +151,14 @@ class IngestStage(UnitStage[IngestConfig]):
         return units
 
     @staticmethod
-    def _ranked_units(done: StepResults) -> dict[str, list[str]]:
-        """Per language, its documents units that read documents, in id order (their rank in the dedup order)."""
-        out: dict[str, list[str]] = {}
+    def _ranked_units(ctx: Ctx, done: StepResults) -> dict[tuple[str, str], list[str]]:
+        """Per (language, dedup group), its documents units that read documents, in id order (their rank in the
+        dedup order). The group is the language itself, or `<lang>-<source>` / `<lang>-dump-<dump>` by
+        [ingest.dedup] scope: documents of different groups are never compared."""
+        out: dict[tuple[str, str], list[str]] = {}
         for uid, r in sorted(DOCUMENTS.results(done).items()):
             if r.read_documents:
-                out.setdefault(r.lang, []).append(uid)
+                out.setdefault((r.lang, dedup_group(ctx.settings, r.lang, r.source)), []).append(uid)
         return out
 
     @staticmethod
@@ -189,15 +193,15 @@ class IngestStage(UnitStage[IngestConfig]):
 
             c = CLUSTERS.payload_of(unit)
             step1 = [ctx.unit_dir(SIGNATURES.name, u) for u in c.units]
-            pair_dirs = [ctx.unit_dir(BUCKETS.name, f"{c.lang}-{q:05d}") / PAIRS_DIR for q in range(c.partitions)]
+            pair_dirs = [ctx.unit_dir(BUCKETS.name, f"{c.group}-{q:05d}") / PAIRS_DIR for q in range(c.partitions)]
             clusters = resolve_clusters(step1, pair_dirs, out_dir, cfg, c.partitions)
             return ClustersResult(lang=c.lang, **dict(clusters))
         if unit.step == FILTER.name:
             from stages.ingest.dedup.filter import filter_unit
 
             f = FILTER.payload_of(unit)
-            exact_dirs = [ctx.unit_dir(BUCKETS.name, f"{f.lang}-{q:05d}") / EXACT_DIR for q in range(f.partitions)]
-            near_dir = ctx.unit_dir(CLUSTERS.name, f.lang) if cfg.near else None
+            exact_dirs = [ctx.unit_dir(BUCKETS.name, f"{f.group}-{q:05d}") / EXACT_DIR for q in range(f.partitions)]
+            near_dir = ctx.unit_dir(CLUSTERS.name, f.group) if cfg.near else None
             filtered = filter_unit(ctx.unit_dir(DOCUMENTS.name, unit.id) / KEPT, ctx.unit_dir(SIGNATURES.name, unit.id),
                                    f.rank, exact_dirs, near_dir, out_dir, cfg, f.partitions,
                                    part_rows=settings.max_rows_per_file, keep_duplicates=settings.keep_rejected)
@@ -310,6 +314,8 @@ class IngestStage(UnitStage[IngestConfig]):
             pii_redactions=dict(sorted(pii.items())),
             blocklists=_blocklist_records(settings, blocked),
             languages_without_documents=empty,
+            dedup_scope=settings.dedup.scope,
+            dedup_groups=_groups_by_language(self._ranked_units(ctx, done)),
         )
         write_report(out_dir, statistics)  # after the parts: it reads its examples back from rejected/
         summary = {"languages": len(per_lang) - len(empty), "docs in": totals.docs_in, "kept": totals.kept,
@@ -403,6 +409,25 @@ def _per_filter_counts(removed: Counter) -> dict[str, int]:
     out = {n: int(removed.get(n, 0)) for n in ALL_REASONS}
     out.update({k: int(v) for k, v in removed.items() if k not in out})
     return out
+
+
+def _groups_by_language(ranked: dict[tuple[str, str], list[str]]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for lang, group in sorted(ranked):
+        out.setdefault(lang, []).append(group)
+    return out
+
+
+def dedup_group(settings: IngestConfig, lang: str, source: str) -> str:
+    """The name of the documents a documents unit's are compared with ([ingest.dedup] scope); the language's own
+    code under the default scope, so unit ids stay as they were."""
+    scope = settings.dedup.scope
+    if scope == "language":
+        return lang
+    if scope == "source":
+        return f"{lang}-{source}"
+    dump = next(s.dump for s in settings.sources if s.name == source)
+    return f"{lang}-dump-{dump}"
 
 
 def _reaches_into(path: str, run_dir: Path) -> bool:

@@ -103,7 +103,8 @@ class DocumentsResult(UnitResult):
 # --- signatures and filter: one per documents unit that read documents ------------------------------------
 class RankedUnitPayload(Payload):
     lang: str
-    rank: int  # the unit's position among its language's documents units: its place in the dedup order
+    group: str  # the documents compared with each other: the language, or one source or dump of it ([ingest.dedup] scope)
+    rank: int  # the unit's position among its group's documents units: its place in the dedup order
     partitions: int
     kept: int  # documents the unit kept: what the step's cost follows
 
@@ -129,9 +130,10 @@ class SignaturesResult(SignatureStats, UnitResult):
 # --- buckets: language x band partition ---------------------------------------------------------------------
 class BucketsPayload(Payload):
     lang: str
+    group: str
     partition: int
     partitions: int
-    units: list[str]  # the language's documents units in rank order
+    units: list[str]  # the group's documents units in rank order
     kept: float  # expected documents in the partition
 
 
@@ -166,6 +168,7 @@ class BucketsResult(UnitResult):
 # --- clusters: one per language with near dedup on ----------------------------------------------------------
 class ClustersPayload(Payload):
     lang: str
+    group: str
     partitions: int
     units: list[str]
     kept: int

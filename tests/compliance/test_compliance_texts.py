@@ -162,3 +162,12 @@ def test_category_contradictions(run, demo_settings, category, section, changes,
     assert check in [c.check for c in bundle.contradictions]
     assert f"C1. {check}" in bundle.files["open_items.md"] or check in bundle.files["open_items.md"]
     _strict_fails(run, settings, check)
+
+
+@pytest.mark.parametrize("scope, words", [("language", "across all sources of each language"),
+                                          ("dump", "within each crawl dump of each language")])
+def test_the_curation_text_says_which_documents_were_deduplicated_together(run, demo_settings, scope, words):
+    edit_manifest(run, "ingest", lambda m: m["config"]["dedup"].update(scope=scope))
+    v = summary_values(generate(RunDir(run), demo_settings))
+    (curation,) = [x for k, x in v.items() if k.endswith("curation")]
+    assert f"MinHash near-duplicates on (threshold 0.7), {words} (" in curation["text"]
