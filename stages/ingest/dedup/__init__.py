@@ -14,6 +14,9 @@ tests/ingest/dedup_reference.py, tested equal).
     3     clusters.resolve_clusters           language            all pairs of the language    near-drops.parquet
     4     filter.filter_unit                  input unit          its kept.parquet + its drops kept-/duplicates-NNNNN.parquet
 
+components.py holds step 3's distributed replacement for rule = "components" (rounds of partitioned units),
+tested against union-find but not yet run by the stage.
+
 A document is named by its order key `(unit rank << 32) | row` (keys.py): the rank is the unit's position in
 the language's units in the stage's order (sorted unit ids), so callers pass the step-1 folders in that order.
 (This package file imports nothing, so the step modules can import their siblings through it without a cycle.)

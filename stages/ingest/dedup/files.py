@@ -110,6 +110,50 @@ def read_index(unit: Path) -> SignatureIndex:
     return SignatureIndex(**json.loads((Path(unit) / INDEX).read_text()))
 
 
+class PartitionedWriter:
+    """Buffers records and appends them, each flush ordered by partition, to one raw file; counts per flush.
+    Read back one partition at a time with iter_partition (step 1's band and exact rows, the rounds' edges)."""
+
+    def __init__(self, path: Path, dtype: np.dtype, partitions: int, buffer_rows: int):
+        self.out = path.open("wb")
+        self.dtype, self.partitions, self.buffer_rows = dtype, partitions, buffer_rows
+        self.counts: list[np.ndarray] = []
+        self.pending: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []
+        self.pending_rows = self.rows = 0
+
+    def add(self, part: np.ndarray, columns: dict[str, np.ndarray]) -> None:
+        self.pending.append((part, columns))
+        self.pending_rows += len(part)
+        if self.pending_rows >= self.buffer_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pending_rows:
+            self.pending.clear()
+            return
+        pending, self.pending, self.pending_rows = self.pending, [], 0
+        part = np.concatenate([p for p, _ in pending])
+        order = np.argsort(part, kind="stable")
+        records = np.empty(len(part), dtype=self.dtype)
+        for name in self.dtype.names:
+            records[name] = np.concatenate([c[name] for _, c in pending])[order]
+        del pending
+        self.out.write(records.tobytes())
+        self.counts.append(np.bincount(part, minlength=self.partitions).astype(np.int64))
+        self.rows += len(records)
+
+    def close(self, index_path: Path) -> None:
+        """Write the index: (partitions, flushes, 2) int64, [first record, records] of each partition in each
+        flush, so the unit of partition p reads only its own row of it (a memory map)."""
+        self.flush()
+        self.out.close()
+        counts = np.stack(self.counts) if self.counts else np.zeros((0, self.partitions), np.int64)  # (flushes, P)
+        totals = counts.sum(axis=1)
+        flush_start = np.concatenate(([0], np.cumsum(totals)[:-1])).astype(np.int64)
+        first = flush_start[:, None] + np.cumsum(counts, axis=1) - counts  # (flushes, P)
+        np.save(index_path, np.ascontiguousarray(np.stack((first.T, counts.T), axis=2)))
+
+
 def _spans(unit: Path, index_name: str, partition: int) -> np.ndarray:
     """(first record, records) of one partition in each flush of a step-1 file: its row of the index."""
     index = np.load(Path(unit) / index_name, mmap_mode="r")

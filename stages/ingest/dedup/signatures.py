@@ -34,49 +34,6 @@ def write_signatures(kept: Path, out_dir: Path, cfg: DedupConfig, partitions: in
     return files.run_step(out_dir, lambda folder: _write(Path(kept), folder, cfg, partitions, batch_rows, buffer_rows))
 
 
-class _PartitionedWriter:
-    """Buffers records and appends them, each flush ordered by partition, to one raw file; counts per flush."""
-
-    def __init__(self, path: Path, dtype: np.dtype, partitions: int, buffer_rows: int):
-        self.out = path.open("wb")
-        self.dtype, self.partitions, self.buffer_rows = dtype, partitions, buffer_rows
-        self.counts: list[np.ndarray] = []
-        self.pending: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []
-        self.pending_rows = self.rows = 0
-
-    def add(self, part: np.ndarray, columns: dict[str, np.ndarray]) -> None:
-        self.pending.append((part, columns))
-        self.pending_rows += len(part)
-        if self.pending_rows >= self.buffer_rows:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self.pending_rows:
-            self.pending.clear()
-            return
-        pending, self.pending, self.pending_rows = self.pending, [], 0
-        part = np.concatenate([p for p, _ in pending])
-        order = np.argsort(part, kind="stable")
-        records = np.empty(len(part), dtype=self.dtype)
-        for name in self.dtype.names:
-            records[name] = np.concatenate([c[name] for _, c in pending])[order]
-        del pending
-        self.out.write(records.tobytes())
-        self.counts.append(np.bincount(part, minlength=self.partitions).astype(np.int64))
-        self.rows += len(records)
-
-    def close(self, index_path: Path) -> None:
-        """Write the index: (partitions, flushes, 2) int64, [first record, records] of each partition in each
-        flush, so the unit of partition p reads only its own row of it (a memory map)."""
-        self.flush()
-        self.out.close()
-        counts = np.stack(self.counts) if self.counts else np.zeros((0, self.partitions), np.int64)  # (flushes, P)
-        totals = counts.sum(axis=1)
-        flush_start = np.concatenate(([0], np.cumsum(totals)[:-1])).astype(np.int64)
-        first = flush_start[:, None] + np.cumsum(counts, axis=1) - counts  # (flushes, P)
-        np.save(index_path, np.ascontiguousarray(np.stack((first.T, counts.T), axis=2)))
-
-
 def _signature_matrix(column: pa.ChunkedArray | pa.Array, num_perm: int) -> np.ndarray:
     """The signature bytes as an (n, num_perm) uint32 view, without a Python loop over documents."""
     width = 4 * num_perm
@@ -100,8 +57,8 @@ def _write(kept: Path, tmp: Path, cfg: DedupConfig, partitions: int, batch_rows:
     sigs_out = (tmp / files.SIGNATURES).open("wb")
     np.lib.format.write_array_header_1_0(sigs_out, {"descr": np.lib.format.dtype_to_descr(np.dtype("<u4")),
                                                     "fortran_order": False, "shape": (n, cfg.num_perm)})
-    bands = _PartitionedWriter(tmp / files.BANDS, files.BAND_RECORD, partitions, buffer_rows)
-    exact = _PartitionedWriter(tmp / files.EXACT_ROWS, files.EXACT_RECORD, partitions, max(1, buffer_rows // cfg.bands))
+    bands = files.PartitionedWriter(tmp / files.BANDS, files.BAND_RECORD, partitions, buffer_rows)
+    exact = files.PartitionedWriter(tmp / files.EXACT_ROWS, files.EXACT_RECORD, partitions, max(1, buffer_rows // cfg.bands))
     ids_writer = pq.ParquetWriter(tmp / files.IDS, pa.schema([("id", pa.string())]), compression="zstd",
                                   use_dictionary=False)  # every id is distinct: a dictionary only costs CPU
     ids_digest = hashlib.sha256()
