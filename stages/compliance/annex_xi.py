@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from stages.compliance import model_facts as mf
 from stages.compliance import training_data as td
-from stages.compliance.compute import GUIDELINES, compute_facts, energy_fact, presumed_systemic, threshold_check, training_time_facts
+from stages.compliance.compute import (BASE_MODEL_WHY, GUIDELINES, compute_facts, energy_fact, gpai_status, modification_status,
+                                      presumed_systemic, threshold_check, training_time_facts)
 from stages.compliance.document import Document, Table
 from stages.compliance.facts import Fact, Records, constant, derive
 from stages.compliance.numbers import percent
@@ -135,6 +136,9 @@ def _detailed(s, rec: Records) -> None:
     d.item("peak_source", "(c) Where the peak comes from", comp.peak_source)
     d.item("utilisation", "Utilisation implied by (a) / (c)", comp.utilisation)
     d.item("check", "Systemic-risk check (on (a))", threshold_check(comp.training, "Training compute"))
+    d.item("gpai_status", "General-purpose AI model status (on (a))", gpai_status(comp.training, td.modality()))
+    d.item("modification", "Modification of a base model (one-third rule)", modification_status(
+        rec.setting("model.dependencies"), rec.setting("model.base_model_training_flops", why=BASE_MODEL_WHY), comp.training))
     d.item("training_time", "Training time (wall clock)", time["wall_time"])
     d.item("training_range", "Training time range", time["range"])
     d.item("device_hours", "Device-hours", time["device_hours"])

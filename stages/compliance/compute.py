@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from stages.ai_act import SYSTEMIC_RISK_FLOPS, presumed_systemic_risk
+from stages.ai_act import GPAI_INDICATIVE_FLOPS, MODIFICATION_SHARE, SYSTEMIC_RISK_FLOPS, presumed_systemic_risk
 from stages.compliance.facts import Fact, Records, derive, open_fact
 from stages.compliance.numbers import percent, sci, training_time_range, with_sig2
 
@@ -130,6 +130,52 @@ class ThresholdVerdict:
             s += ("; an estimate 30% low (the accuracy the guidelines require) would cross it: treat it as foreseeably "
                   "met and prepare a notification")
         return s
+
+
+def gpai_status_text(flops: float, modality: str) -> str:
+    """Compute and modality against the guidelines' indicative criterion, and against the 10^25 presumption."""
+    generates_language = modality == "text"  # the pipeline trains text-to-text language models only
+    above = flops > GPAI_INDICATIVE_FLOPS
+    head = (f"Training compute {sci(flops)} FLOP against the indicative criterion of the {GUIDELINES.split(', Annex')[0]} "
+            f"(greater than 10^23 FLOP and the model generates language): ")
+    if above and generates_language:
+        verdict = "met: a general-purpose AI model, with the obligations of Art. 53"
+    else:
+        verdict = (f"not met ({'a factor of ' + sci(GPAI_INDICATIVE_FLOPS / flops) + ' below 10^23 FLOP' if flops else 'no compute'}"
+                   f"{'' if generates_language else '; the model does not generate language'}): presumably not a "
+                   "general-purpose AI model; these documents are prepared as if it were one")
+    risk = ("above 10^25 FLOP: presumed to have systemic risk (Art. 51(2))" if presumed_systemic(flops)
+            else "not above 10^25 FLOP: no presumption of systemic risk (Art. 51(2))")
+    return head + verdict + "; " + risk
+
+
+def gpai_status(training: Fact, modality: Fact) -> Fact:
+    return derive(gpai_status_text, training, modality,
+                  method="training compute (a) compared with 1e23 FLOP with the modality condition, and with 1e25 FLOP",
+                  fmt=str)
+
+
+def modification_text(dependencies: list[str], flops: float, base_flops: float | None = None) -> str:
+    """The one-third rule, for a run that modifies a base model; a model trained from scratch says so."""
+    if not dependencies:
+        return "Not a modification: trained from scratch ([compliance.model] dependencies = [])"
+    assert base_flops is not None
+    share = flops / base_flops
+    new = share > MODIFICATION_SHARE
+    return (f"Modifies {', '.join(dependencies)}: this training used {sci(flops)} FLOP, {share:.1%} of the base "
+            f"model's declared {sci(base_flops)} FLOP ({'more' if new else 'not more'} than one third): "
+            + ("a new model, of which this provider is the provider" if new else
+               "not a new model under the guidelines' indicative criterion"))
+
+
+BASE_MODEL_WHY = "[compliance.model] dependencies names a base model"
+
+
+def modification_status(dependencies: Fact, base_flops: Fact, training: Fact) -> Fact:
+    """Open (asking for the base model's compute) when the run modifies a model whose compute is not declared."""
+    inputs = (dependencies, training) if dependencies.value == [] else (dependencies, training, base_flops)
+    return derive(modification_text, *inputs, fmt=str,
+                  method="training compute (a) against one third of the base model's declared training compute")
 
 
 def threshold_check(flops: Fact, what: str) -> Fact:

@@ -50,6 +50,10 @@ class ModelConfig(StrictModel):
     version: str | None = Field(None, description="Model version.")
     dependencies: list[str] | None = Field(
         None, description="Models this one modifies or fine-tunes (with a link to their summary); [] when trained from scratch.")
+    base_model_training_flops: float | None = Field(
+        None, gt=0, description="Training compute of the base model this run modifies (FLOP), as its provider states it: "
+        "a modification is a new model only above one third of it (the Commission's GPAI guidelines). Needed only "
+        "when dependencies is not empty.")
     released: bool | None = Field(
         None, description="Whether the model has been released (first made available through any channel); false: the "
         "release and market dates are not asked for and the documents say \"not released\".")

@@ -12,6 +12,7 @@ tokenizer records; the declarations from [compliance]. Nothing is printed that n
 
 from __future__ import annotations
 
+from stages.compliance.compute import compute_facts, gpai_status
 from stages.compliance.document import Document, Section, Table
 from stages.compliance.domains import NO_DOMAIN, rule_text, top_domains
 from stages.compliance.facts import Fact, Records, constant, derive, open_fact, show
@@ -62,6 +63,8 @@ def _general(doc: Document, rec: Records) -> None:
     m = s.section("1.2", "Model identification")
     m.item("model_name", "Versioned model name", versioned_name(rec))
     m.item("dependencies", "Model dependencies (base models modified)", dependencies(rec))
+    m.item("gpai_status", "General-purpose AI model status (not a template item: the guidelines' criteria)",
+           gpai_status(compute_facts(rec).training, td.modality()))
     m.item("eu_market_date", "Date placed on the Union market", release_date(rec, "model.eu_market_date"))
 
     c = s.section("1.3", "Modalities, overall training data size and other characteristics")

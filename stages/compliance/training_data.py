@@ -173,7 +173,7 @@ def provenance_text(rec: Records) -> Fact:
         parts = []
         for name, r in sorted(ps.items()):
             where = r.get("repo") or r.get("homepage") or "no link recorded"
-            parts.append(f"{name} ({CATEGORY_LABELS.get(r.get('category'), r.get('category'))}; licence {r.get('licence')}; "
+            parts.append(f"{name} ({CATEGORY_LABELS.get(r.get('category'), r.get('category'))}; licence {r.get('licence') or 'not declared'}; "
                          f"{where}; collected {r.get('collected')})")
         return "; ".join(parts) or "no sources"
 

@@ -137,3 +137,40 @@ def test_energy_not_available_reads_na_and_power_figures_with_it_contradict(run,
     both = demo_settings.energy.model_copy(update={"not_available": "undisclosed"})
     bundle = generate(RunDir(run), demo_settings.model_copy(update={"energy": both}))
     assert [c.check for c in bundle.contradictions] == ["energy_both_stated_and_not_available"]
+
+
+@pytest.mark.parametrize("flops, met, systemic", [(5.1e11, False, False), (2e23, True, False), (3e25, True, True)])
+def test_gpai_status_against_1e23_with_the_modality_and_1e25(run, demo_settings, flops, met, systemic):
+    """The guidelines' indicative criterion (greater than 1e23 FLOP and the model generates language) in Annex XI
+    and in the public summary: a demo-sized model says it is presumably not a general-purpose AI model."""
+    write_pretrain(run, flops=flops)
+    bundle = generate(RunDir(run), demo_settings)
+    status = values(bundle, annex_xi.DOC_ID)["1.2.d.gpai_status"]
+    in_summary = values(bundle, "public_summary")["1.2.gpai_status"]
+    assert (status["text"], status["sources"]) == (in_summary["text"], in_summary["sources"])
+    assert A in status["sources"]
+    text = status["text"]
+    assert ("met: a general-purpose AI model" in text) == met
+    assert ("presumably not a general-purpose AI model" in text) == (not met)
+    assert ("presumed to have systemic risk" in text) == systemic
+    if not met:
+        assert "not met (a factor of " in text and " below 10^23 FLOP)" in text
+
+
+@pytest.mark.parametrize("dependencies, base, expect", [
+    ([], None, "Not a modification: trained from scratch"),
+    (["base-7b (https://example.org/summary)"], 1e12, "more than one third): a new model"),
+    (["base-7b (https://example.org/summary)"], 1e14, "not more than one third): not a new model"),
+    (["base-7b (https://example.org/summary)"], None, None),  # open: the base model's compute is asked for
+])
+def test_a_modification_is_a_new_model_above_one_third_of_the_base_models_compute(run, demo_settings, dependencies,
+                                                                                   base, expect):
+    write_pretrain(run, flops=5.1e11)
+    model = demo_settings.model.model_copy(update={"dependencies": dependencies, "base_model_training_flops": base})
+    bundle = generate(RunDir(run), demo_settings.model_copy(update={"model": model}))
+    item = values(bundle, annex_xi.DOC_ID)["1.2.d.modification"]
+    if expect is None:
+        assert item.get("value") is None and "text" not in item  # an open item, listed in open_items.md
+        assert any("[compliance.model] base_model_training_flops" in i.need for i in bundle.open_items)
+    else:
+        assert expect in item["text"]
