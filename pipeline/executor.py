@@ -280,7 +280,7 @@ def run_steps(stage: UnitStage[Any], ctx: StageContext[Any], mapper: UnitMapper,
     retries units took are collected into `retries` (step/unit -> count). Each step's results are read from
     its unit folders as the next steps and finalize ask for them."""
     done: StepResults = {}
-    for step in stage.steps:
+    for step in stage.iter_steps(ctx, done):
         units = plan_step(stage, ctx, step, done)
         ids = units.ids
         progress.stage_started(ctx.stage, len(units), step.name if len(stage.steps) > 1 else None)

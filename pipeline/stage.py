@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Iterable, Mapping, TypeVar, cast
+from typing import Any, ClassVar, Generic, Iterable, Iterator, Mapping, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict
 
@@ -61,6 +61,10 @@ class Step(Generic[P, R]):
 
     def unit(self, id: str, payload: P) -> Unit:
         return Unit(id, payload, self.name)
+
+    def round(self, number: int) -> Step[P, R]:
+        """The same step as round `number` of a repeated step: its own name, so its own unit folders."""
+        return Step(f"{self.name}-{number:03d}", self.payload, self.result)
 
     def payload_of(self, unit: Unit) -> P:
         if not isinstance(unit.payload, self.payload):
@@ -188,6 +192,12 @@ class BaseStage(Generic[Cfg]):
 class UnitStage(BaseStage[Cfg]):
     steps: ClassVar[tuple[Step[Any, Any], ...]]  # the waves of units, in order
 
+    def iter_steps(self, ctx: StageContext[Cfg], done: StepResults) -> Iterator[Step[Any, Any]]:
+        """The steps to run, each asked for after the ones before it finished (`done` then holds their results):
+        `steps` in order, unless a stage needs steps whose number depends on its data (rounds until a fixed
+        point); those are named `<base>-NNN` after a step of `steps` and found by `step`."""
+        yield from self.steps
+
     def plan(self, ctx: StageContext[Cfg], step: Step[Any, Any], done: StepResults) -> Iterable[Unit]:
         """The units of `step`, from the settings and the results of the steps before it (deterministic: a
         resumed run must plan the same units). A generator is welcome: the executor keeps each unit in a compact
@@ -213,6 +223,10 @@ class UnitStage(BaseStage[Cfg]):
         for step in self.steps:
             if step.name == name:
                 return step
+        base, _, number = name.rpartition("-")
+        for step in self.steps:
+            if step.name == base and number.isdigit():
+                return step.round(int(number))
         raise KeyError(f"stage {self.name} has no step {name!r}; its steps are: {', '.join(s.name for s in self.steps)}")
 
 

@@ -59,6 +59,16 @@ class DedupConfig(BaseModel):
     declared `dump`, e.g. a Common Crawl snapshot). FineWeb found per-dump dedup better than global dedup for
     English: a duplicate across dumps is often a page that stayed up, and global dedup keeps the lowest-quality
     remainder. The record's config says which scope ran."""
+    rule: Literal["greedy", "components"] = "greedy"
+    """Which documents of a cluster of verified pairs are dropped. greedy: a document is a duplicate of the first
+    kept earlier one it is similar to (the single-process LSH index's rule; not transitive, so A~B~C without A~C
+    keeps A and C). components: all but the first document of each connected component. A group whose pairs
+    exceed cluster_unit_pairs is clustered with components whatever this says; the record says which rule ran
+    for each group."""
+    cluster_unit_pairs: int = Field(50_000_000, ge=0)
+    """Verified pairs a dedup group may have to be clustered in one unit (~40 bytes of memory per pair); a group
+    with more is clustered as connected components in rounds of partitioned units (dedup/components.py), each
+    holding only its partition's edges. 0 clusters every group in rounds."""
     partition_docs: int = Field(500_000, ge=1)
     """Kept documents per band partition of the dedup steps (a language of N documents gets ceil(N / this)
     partitions): a buckets unit holds 8 bytes per band row of its partition plus the rows and signatures of its

@@ -66,6 +66,21 @@ class BlocklistRecord(Record):
     removed: int = Field(description="Documents this list removed (reason blocklist; the first matching list counts).")
 
 
+class ClusterRecord(Record):
+    rule: Literal["greedy", "components"] = Field(description="Which documents of a cluster were dropped ([ingest.dedup] rule; "
+                                                  "components for a group clustered in rounds).")
+    in_rounds: bool = Field(description="Clustered as connected components in rounds of partitioned units (more verified "
+                            "pairs than [ingest.dedup] cluster_unit_pairs), not in one unit.")
+    rounds: int = Field(description="Rounds to converge: of the greedy rule in one unit, or of the partitioned components.")
+    pairs: int = Field(description="Distinct verified near-duplicate pairs.")
+    docs_in_pairs: int = Field(description="Documents in at least one pair.")
+    components: int = Field(description="Connected components of the pairs (each keeps at least one document).")
+    largest_component: int = Field(description="Documents in the largest component.")
+    dropped: int = Field(description="Documents dropped as near duplicates.")
+    kept_by_greedy_not_by_components: int | None = Field(
+        description="Documents the greedy rule keeps that components would drop; null where greedy did not run.")
+
+
 class IngestRecord(Record):
     totals: Totals = Field(description="Over all languages and sources.")
     per_language: dict[str, LanguageCounts] = Field(description="Keyed by ISO 639-1 code, every configured language.")
@@ -77,6 +92,8 @@ class IngestRecord(Record):
     languages_without_documents: list[str] = Field(description="Configured languages with no kept document.")
     dedup_scope: Literal["language", "source", "dump"] = Field(
         "language", description="Which documents were compared for duplicates ([ingest.dedup] scope).")
+    dedup_clusters: dict[str, ClusterRecord] = Field(
+        default_factory=dict, description="Near-duplicate clustering per dedup group (absent with near dedup off).")
     dedup_groups: dict[str, list[str]] = Field(
         default_factory=dict, description="Per language, its groups of documents deduplicated apart from each other: "
         "the language itself, or `<lang>-<source>` / `<lang>-dump-<dump>` under the source and dump scopes.")

@@ -23,7 +23,7 @@ import re
 import shutil
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from pipeline import progress
 from pipeline.manifest import Manifest
@@ -32,13 +32,15 @@ from stages.ingest.config import IngestConfig
 from stages.ingest.inputs import HubUnavailable, hub_root, list_files, split_files
 from stages.ingest.process import KEPT, InputFailed, process_unit
 from stages.ingest.reasons import ALL_REASONS, EXACT_DUP, NEAR_DUP
-from stages.ingest.record import BlocklistRecord, IngestRecord, LanguageCounts, OptOut, SourceRecord, Totals
-from stages.ingest.units import (BUCKETS, CLUSTERS, DOCUMENTS, FILTER, SIGNATURES, BucketsPayload, BucketsResult,
-                                 ClustersPayload, ClustersResult, DocumentsPayload, DocumentsResult, DocumentStats,
-                                 FilterResult, PartFile, Piece, Problem, RankedUnitPayload, SignaturesResult)
+from stages.ingest.record import (BlocklistRecord, ClusterRecord, IngestRecord, LanguageCounts, OptOut, SourceRecord,
+                                  Totals)
+from stages.ingest.units import (BUCKETS, CLUSTERS, COMPONENTS, DOCUMENTS, FILTER, SIGNATURES, BucketsPayload,
+                                 BucketsResult, ClustersPayload, ClustersResult, DocumentsPayload, DocumentsResult,
+                                 DocumentStats, FilterResult, PartFile, Piece, Problem, RankedUnitPayload, RoundPayload,
+                                 RoundResult, SignaturesResult)
 
 Ctx = StageContext[IngestConfig]
-EXACT_DIR, PAIRS_DIR = "exact", "pairs"  # a buckets unit's two outputs (steps 2a and 2b of dedup/)
+EXACT_DIR, PAIRS_DIR, EDGES_DIR = "exact", "pairs", "edges"  # a buckets unit's outputs (steps 2a, 2b, round 0)
 MAX_UNITS = 100_000  # per language and source: unit ids have 5 digits (their order is the dedup order)
 # Pieces of one file at most: each piece after the first finds its first line from the file's start (line numbers
 # are part of document ids), so a file cut into p pieces is read ~p/2 times; a 50 MB file at max_unit_bytes = 1000
@@ -50,7 +52,17 @@ class IngestStage(UnitStage[IngestConfig]):
     name = "ingest"
     code_version = "3"
     config_model = IngestConfig
-    steps = (DOCUMENTS, SIGNATURES, BUCKETS, CLUSTERS, FILTER)
+    steps = (DOCUMENTS, SIGNATURES, BUCKETS, COMPONENTS, CLUSTERS, FILTER)
+
+    def iter_steps(self, ctx: Ctx, done: StepResults) -> Iterator[Step[Any, Any]]:
+        """The steps in order, with as many rounds of components (components-001, ...) as the groups clustered
+        in rounds need: a round is planned while one of them has not found its star forest."""
+        yield from (DOCUMENTS, SIGNATURES, BUCKETS)
+        rnd = 0
+        while any(self._converged_round(done, group, p) is None for (_, group), (_, p) in self._in_rounds(ctx, done).items()):
+            rnd += 1
+            yield COMPONENTS.round(rnd)
+        yield from (CLUSTERS, FILTER)
 
     # --- planning -----------------------------------------------------------------------------------
     def input_signature(self, ctx: Ctx) -> Any:
@@ -87,13 +99,25 @@ class IngestStage(UnitStage[IngestConfig]):
             return self._plan_documents(ctx)
         documents = DOCUMENTS.results(done)
         units: list[Unit] = []
+        in_rounds = self._in_rounds(ctx, done) if step in (CLUSTERS, FILTER) or _round_of(step.name) else {}
         for (lang, group), uids in self._ranked_units(ctx, done).items():
             partitions = self._partitions(ctx, done, uids)
             kept = {uid: documents[uid].stats.kept for uid in uids}  # what each step's cost follows
+            rounds = (lang, group) in in_rounds
             if step is SIGNATURES or step is FILTER:
                 units += [step.unit(uid, RankedUnitPayload(lang=lang, group=group, rank=rank, partitions=partitions,
-                                                           kept=kept[uid]))
+                                                           kept=kept[uid], near_parts=partitions if rounds else 0))
                           for rank, uid in enumerate(uids)]
+            elif (rnd := _round_of(step.name)) and rounds:
+                if self._converged_round(done, group, partitions) is None:  # else its labels are final
+                    units += [step.unit(f"{group}-{p:05d}", RoundPayload(
+                        lang=lang, group=group, partition=p, partitions=partitions, round=rnd,
+                        kept=sum(kept.values()) / partitions)) for p in range(partitions)]
+            elif step is CLUSTERS and ctx.settings.dedup.near and rounds:
+                converged = self._converged_round(done, group, partitions)
+                units += [CLUSTERS.unit(f"{group}-{p:05d}", ClustersPayload(
+                    lang=lang, group=group, partitions=partitions, units=uids, kept=sum(kept.values()) // partitions,
+                    partition=p, rounds=converged)) for p in range(partitions)]
             elif step is BUCKETS:
                 units += [BUCKETS.unit(f"{group}-{p:05d}", BucketsPayload(
                     lang=lang, group=group, partition=p, partitions=partitions, units=uids,
@@ -161,6 +185,32 @@ class IngestStage(UnitStage[IngestConfig]):
                 out.setdefault((r.lang, dedup_group(ctx.settings, r.lang, r.source)), []).append(uid)
         return out
 
+    def _in_rounds(self, ctx: Ctx, done: StepResults) -> dict[tuple[str, str], tuple[list[str], int]]:
+        """The groups clustered in rounds (more verified pairs than cluster_unit_pairs): their documents units and
+        partitions. Known once the buckets step is done."""
+        cfg = ctx.settings.dedup
+        buckets = BUCKETS.results(done)
+        if not cfg.near or not buckets:
+            return {}
+        out = {}
+        for key, uids in self._ranked_units(ctx, done).items():
+            p = self._partitions(ctx, done, uids)
+            pairs = sum(buckets[f"{key[1]}-{q:05d}"].pairs.verified for q in range(p))
+            if pairs > cfg.cluster_unit_pairs:
+                out[key] = (uids, p)
+        return out
+
+    @staticmethod
+    def _converged_round(done: StepResults, group: str, partitions: int) -> int | None:
+        """The first round whose units of `group` all read a star forest, or None while there is none yet."""
+        rnd = 1
+        while (results := done.get(COMPONENTS.round(rnd).name)) is not None:
+            ids = [f"{group}-{p:05d}" for p in range(partitions)]
+            if ids[0] in results and all(results[i].violations == 0 for i in ids):
+                return rnd
+            rnd += 1
+        return None
+
     @staticmethod
     def _partitions(ctx: Ctx, done: StepResults, uids: list[str]) -> int:
         documents = DOCUMENTS.results(done)
@@ -187,23 +237,43 @@ class IngestStage(UnitStage[IngestConfig]):
             step1 = [ctx.unit_dir(SIGNATURES.name, u) for u in b.units]
             exact = find_exact_duplicates(step1, b.partition, out_dir / EXACT_DIR, cfg, b.partitions)
             pairs = find_candidate_pairs(step1, b.partition, out_dir / PAIRS_DIR, cfg, b.partitions)
+            if cfg.near:  # round 0 of the components rounds, used where the group has too many pairs for one unit
+                from stages.ingest.dedup.components import scatter_pairs
+                from stages.ingest.dedup.files import read_pair_chunks
+
+                scatter_pairs(read_pair_chunks(out_dir / PAIRS_DIR), out_dir / EDGES_DIR, b.partitions)
             return BucketsResult(lang=b.lang, exact=exact, pairs=pairs)
+        if (rnd := _round_of(unit.step)):
+            from stages.ingest.dedup.components import star_round
+
+            r = COMPONENTS.round(rnd).payload_of(unit)
+            ids = [f"{r.group}-{q:05d}" for q in range(r.partitions)]
+            inputs = ([ctx.unit_dir(BUCKETS.name, i) / EDGES_DIR for i in ids] if rnd == 1 else
+                      [ctx.unit_dir(COMPONENTS.round(rnd - 1).name, i) for i in ids])
+            stats = star_round(inputs, r.partition, r.partitions, out_dir, rnd)
+            return RoundResult(lang=r.lang, group=r.group, **dict(stats))
         if unit.step == CLUSTERS.name:
-            from stages.ingest.dedup.clusters import resolve_clusters
+            from stages.ingest.dedup.clusters import resolve_clusters, resolve_from_rounds
 
             c = CLUSTERS.payload_of(unit)
             step1 = [ctx.unit_dir(SIGNATURES.name, u) for u in c.units]
-            pair_dirs = [ctx.unit_dir(BUCKETS.name, f"{c.group}-{q:05d}") / PAIRS_DIR for q in range(c.partitions)]
-            clusters = resolve_clusters(step1, pair_dirs, out_dir, cfg, c.partitions)
-            return ClustersResult(lang=c.lang, **dict(clusters))
+            if c.partition is not None:
+                labels = ctx.unit_dir(COMPONENTS.round(c.rounds).name, unit.id)
+                first = ctx.unit_dir(COMPONENTS.round(1).name, unit.id)
+                clusters = resolve_from_rounds(step1, labels, first, out_dir, cfg, c.partitions, c.rounds)
+            else:
+                pair_dirs = [ctx.unit_dir(BUCKETS.name, f"{c.group}-{q:05d}") / PAIRS_DIR for q in range(c.partitions)]
+                clusters = resolve_clusters(step1, pair_dirs, out_dir, cfg, c.partitions, rule=cfg.rule)
+            return ClustersResult(lang=c.lang, group=c.group, in_rounds=c.partition is not None, **dict(clusters))
         if unit.step == FILTER.name:
             from stages.ingest.dedup.filter import filter_unit
 
             f = FILTER.payload_of(unit)
             exact_dirs = [ctx.unit_dir(BUCKETS.name, f"{f.group}-{q:05d}") / EXACT_DIR for q in range(f.partitions)]
-            near_dir = ctx.unit_dir(CLUSTERS.name, f.group) if cfg.near else None
+            near_dirs = ([] if not cfg.near else [ctx.unit_dir(CLUSTERS.name, f.group)] if not f.near_parts else
+                         [ctx.unit_dir(CLUSTERS.name, f"{f.group}-{q:05d}") for q in range(f.near_parts)])
             filtered = filter_unit(ctx.unit_dir(DOCUMENTS.name, unit.id) / KEPT, ctx.unit_dir(SIGNATURES.name, unit.id),
-                                   f.rank, exact_dirs, near_dir, out_dir, cfg, f.partitions,
+                                   f.rank, exact_dirs, near_dirs, out_dir, cfg, f.partitions,
                                    part_rows=settings.max_rows_per_file, keep_duplicates=settings.keep_rejected)
             return FilterResult(lang=f.lang, **dict(filtered))
         raise StageError(f"stage ingest: unknown step {unit.step!r}")
@@ -227,7 +297,7 @@ class IngestStage(UnitStage[IngestConfig]):
         if unit.step == DOCUMENTS.name:
             return float(sum(piece.bytes for piece in DOCUMENTS.payload_of(unit).pieces))
         payload = unit.payload
-        assert isinstance(payload, (RankedUnitPayload, BucketsPayload, ClustersPayload)), unit.step
+        assert isinstance(payload, (RankedUnitPayload, BucketsPayload, ClustersPayload, RoundPayload)), unit.step
         return float(payload.kept)
 
     def unit_work(self, unit: Unit, result: Any) -> tuple[float, str] | None:
@@ -316,6 +386,7 @@ class IngestStage(UnitStage[IngestConfig]):
             languages_without_documents=empty,
             dedup_scope=settings.dedup.scope,
             dedup_groups=_groups_by_language(self._ranked_units(ctx, done)),
+            dedup_clusters=_cluster_records(CLUSTERS.results(done)),
         )
         write_report(out_dir, statistics)  # after the parts: it reads its examples back from rejected/
         summary = {"languages": len(per_lang) - len(empty), "docs in": totals.docs_in, "kept": totals.kept,
@@ -409,6 +480,27 @@ def _per_filter_counts(removed: Counter) -> dict[str, int]:
     out = {n: int(removed.get(n, 0)) for n in ALL_REASONS}
     out.update({k: int(v) for k, v in removed.items() if k not in out})
     return out
+
+
+def _cluster_records(results) -> dict[str, ClusterRecord]:
+    """Per group, its clusters unit's statistics, or the sums over its partitions when clustered in rounds."""
+    by_group: dict[str, list[Any]] = defaultdict(list)
+    for r in results.values():
+        by_group[r.group].append(r)
+    out = {}
+    for group, rs in sorted(by_group.items()):
+        out[group] = ClusterRecord(
+            rule=rs[0].rule, in_rounds=rs[0].in_rounds, rounds=rs[0].rounds,
+            pairs=sum(r.pairs for r in rs), docs_in_pairs=sum(r.docs_in_pairs for r in rs),
+            components=sum(r.components for r in rs), largest_component=max(r.largest_component for r in rs),
+            dropped=sum(r.dropped for r in rs), kept_by_greedy_not_by_components=rs[0].kept_by_greedy_not_by_components)
+    return out
+
+
+def _round_of(step_name: str) -> int:
+    """The round number of a components round's step name (components-NNN), 0 for any other step."""
+    base, _, number = step_name.rpartition("-")
+    return int(number) if base == COMPONENTS.name and number.isdigit() else 0
 
 
 def _groups_by_language(ranked: dict[tuple[str, str], list[str]]) -> dict[str, list[str]]:

@@ -7,6 +7,8 @@ records in its own stats.json (dedup/files.py).
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.stage import Payload, Step, UnitResult
@@ -107,6 +109,7 @@ class RankedUnitPayload(Payload):
     rank: int  # the unit's position among its group's documents units: its place in the dedup order
     partitions: int
     kept: int  # documents the unit kept: what the step's cost follows
+    near_parts: int = 0  # filter: the group's near drops are in this many clusters units (0: one, named by the group)
 
 
 class StepStats(_Strict):
@@ -172,6 +175,38 @@ class ClustersPayload(Payload):
     partitions: int
     units: list[str]
     kept: int
+    partition: int | None = None  # a group clustered in rounds: one clusters unit per partition of its nodes
+    rounds: int = 0  # ... reading the labels of this round, the first that found a star forest
+
+
+# --- components rounds: per group clustered in rounds x partition of its nodes (dedup/components.py) --------
+class RoundPayload(Payload):
+    lang: str
+    group: str
+    partition: int
+    partitions: int
+    round: int
+    kept: float  # expected documents in the partition: what the step's cost follows
+
+
+class RoundStats(_Strict):
+    """What a round unit of dedup/components.py records: the partitioning that ties its files to the next
+    round's, and counts."""
+
+    round: int
+    kind: Literal["scatter", "large", "small"]
+    partition: int
+    partitions: int
+    edges_in: int  # distinct undirected edges of its nodes read (each counted by its smaller node's unit)
+    nodes: int  # nodes with an edge, in its partition
+    violations: int  # nodes with a smaller neighbour and another neighbour: 0 everywhere means a star forest
+    edges_out: int  # distinct undirected edges it emitted
+    largest_degree: int
+
+
+class RoundResult(RoundStats, UnitResult):
+    lang: str
+    group: str
 
 
 class ClusterStats(StepStats):
@@ -185,11 +220,13 @@ class ClusterStats(StepStats):
     largest_component: int
     dropped: int
     rounds: int
-    kept_by_greedy_not_by_components: int  # documents the greedy rule keeps, connected components would drop
+    kept_by_greedy_not_by_components: int | None  # documents the greedy rule keeps, components drop (None: not run)
 
 
 class ClustersResult(ClusterStats, UnitResult):
     lang: str
+    group: str
+    in_rounds: bool  # one of the partitions of a group clustered in rounds
 
 
 # --- filter: one per documents unit that read documents (RankedUnitPayload) ---------------------------------
@@ -215,4 +252,5 @@ DOCUMENTS = Step("documents", DocumentsPayload, DocumentsResult)
 SIGNATURES = Step("signatures", RankedUnitPayload, SignaturesResult)
 BUCKETS = Step("buckets", BucketsPayload, BucketsResult)
 CLUSTERS = Step("clusters", ClustersPayload, ClustersResult)
+COMPONENTS = Step("components", RoundPayload, RoundResult)  # run as rounds components-001, -002, ... (iter_steps)
 FILTER = Step("filter", RankedUnitPayload, FilterResult)

@@ -1,4 +1,4 @@
-"""Deduplication of one language as four waves of units, with bounded memory per unit.
+"""Deduplication of one group of documents as waves of units, with bounded memory per unit.
 
 Why: deduplicating a whole language in one process (signatures and an LSH index in memory) does not fit a
 machine at web scale. Each step is a pure function of files on disk that writes into the folder it is given
@@ -11,11 +11,14 @@ tests/ingest/dedup_reference.py, tested equal).
     1     signatures.write_signatures         input unit          its kept.parquet             bands/exact rows, signatures.npy, ids
     2a    exact.find_exact_duplicates         partition p         partition p of all units     exact-drops.parquet
     2b    buckets.find_candidate_pairs        partition p         partition p of all units     pairs.parquet (verified)
-    3     clusters.resolve_clusters           language            all pairs of the language    near-drops.parquet
+    3     clusters.resolve_clusters           group               all pairs of the group       near-drops.parquet
+    3'    components.star_round, per round    group x node part.  its edges, previous round    edges, labels (many pairs:
+          clusters.resolve_from_rounds        group x node part.  its labels, last round       near-drops.parquet)
     4     filter.filter_unit                  input unit          its kept.parquet + its drops kept-/duplicates-NNNNN.parquet
 
-components.py holds step 3's distributed replacement for rule = "components" (rounds of partitioned units),
-tested against union-find but not yet run by the stage.
+A group is the documents compared with each other ([ingest.dedup] scope: a language, a source or a dump of it).
+Step 3' replaces step 3 for a group with more verified pairs than cluster_unit_pairs: connected components in
+rounds of partitioned units (components.py), so no unit holds the group's pairs.
 
 A document is named by its order key `(unit rank << 32) | row` (keys.py): the rank is the unit's position in
 the language's units in the stage's order (sorted unit ids), so callers pass the step-1 folders in that order.

@@ -37,6 +37,33 @@ def resolve_clusters(units: Sequence[Path], pair_dirs: Sequence[Path], out_dir: 
                                                            cfg, partitions, rule))
 
 
+def resolve_from_rounds(units: Sequence[Path], labels_dir: Path, first_round_dir: Path, out_dir: Path,
+                        cfg: DedupConfig, partitions: int, rounds: int) -> ClusterStats:
+    """Step 3 for a group clustered in rounds, one unit per partition of its nodes: the converged round's labels
+    of the partition (node -> its component's smallest node) as near drops, rule "components"."""
+    return files.run_step(out_dir, lambda folder: _from_rounds(list(map(Path, units)), Path(labels_dir),
+                                                               Path(first_round_dir), folder, cfg, partitions, rounds))
+
+
+def _from_rounds(units: list[Path], labels_dir: Path, first_round_dir: Path, tmp: Path, cfg: DedupConfig,
+                 partitions: int, rounds: int) -> ClusterStats:
+    from stages.ingest.dedup.components import read_labels
+    from stages.ingest.units import RoundStats
+
+    settings = files.settings_record(cfg, partitions)
+    final, first = files.finished(labels_dir, RoundStats), files.finished(first_round_dir, RoundStats)
+    if final is None or first is None or final.violations or final.partitions != partitions:
+        raise ValueError(f"{labels_dir} is not a finished round that found a star forest of {partitions} partitions: "
+                         "rerun the components rounds")
+    doc, rep = read_labels([labels_dir])
+    table = pa.table({"doc": doc, "rep": rep, "rep_id": files.resolve_ids(units, rep)}, schema=files.DROP_SCHEMA)
+    files.write_sorted(tmp / files.NEAR_DROPS, table)
+    return ClusterStats(settings=settings, rule="components", pairs_read=first.edges_in, pairs=first.edges_in,
+                        docs_in_pairs=final.nodes, components=final.nodes - len(doc),
+                        largest_component=final.largest_degree + 1 if final.nodes else 0, dropped=len(doc),
+                        rounds=rounds, kept_by_greedy_not_by_components=None)
+
+
 def greedy_first_kept(lo: np.ndarray, hi: np.ndarray, n: int) -> tuple[np.ndarray, int]:
     """Over nodes 0..n-1 in order and edges lo < hi: (duplicate_of per node, -1 if kept; rounds needed)."""
     status = np.full(n, _UNDECIDED, dtype=np.int8)

@@ -16,8 +16,9 @@ order in which the previous round's units finished.
 A round whose units all report no violation read a star forest: its labels (node -> the smallest node of its
 component, for every node that is not the smallest) are the components, and no later round is needed.
 
-Not built yet: the ingest stage still runs clusters.py (one unit per group); these rounds are tested here against
-a single-process union-find and wait for a stage wiring with a data-dependent number of steps.
+The ingest stage runs these rounds for a group whose verified pairs exceed [ingest.dedup] cluster_unit_pairs
+(steps components-001, -002, ... until a round finds a star forest; stages/ingest/stage.py), and clusters.py's
+single unit for the others.
 
 Folder of a round unit: edges.bin + edges-index.npy (files.PartitionedWriter; EDGE_RECORD), labels.npy
 (LABEL_RECORD, sorted by node), stats.json (RoundStats).
@@ -31,25 +32,11 @@ from typing import Iterable, Literal, Sequence
 import numpy as np
 
 from stages.ingest.dedup import files, keys
-from stages.ingest.units import _Strict
+from stages.ingest.units import RoundStats
 
 EDGE_RECORD = np.dtype([("u", "<u8"), ("v", "<u8")])  # a directed edge, stored with the partition of u
 LABEL_RECORD = np.dtype([("node", "<u8"), ("label", "<u8")])
 EDGES, EDGE_INDEX, LABELS = "edges.bin", "edges-index.npy", "labels.npy"
-
-
-class RoundStats(_Strict):
-    """What a round unit records: the settings that tie its files to the next round's, and counts."""
-
-    round: int
-    kind: Literal["scatter", "large", "small"]
-    partition: int
-    partitions: int
-    edges_in: int  # distinct undirected edges of its nodes read (each counted by its smaller node's unit)
-    nodes: int  # nodes with an edge, in its partition
-    violations: int  # nodes with a smaller neighbour and another neighbour: 0 everywhere means a star forest
-    edges_out: int  # distinct undirected edges it emitted
-    largest_degree: int
 
 
 def node_partition(nodes: np.ndarray, partitions: int) -> np.ndarray:

@@ -211,6 +211,14 @@ def resolve_ids(units: list[Path], docs: np.ndarray) -> pa.Array:
     return ids.take(pa.array(inverse))
 
 
+def read_pair_chunks(folder: Path) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The verified pairs (a, b) of a step-2b folder, one row group at a time."""
+    pf = pq.ParquetFile(Path(folder) / PAIRS)
+    for i in range(pf.num_row_groups):
+        t = pf.read_row_group(i)
+        yield t.column("a").to_numpy(), t.column("b").to_numpy()
+
+
 def read_range(path: Path, column: str, first: int, last: int) -> pa.Table:
     """Rows with first <= column <= last of a file sorted by that column; row-group statistics skip the rest."""
     return pq.read_table(path, filters=[(column, ">=", first), (column, "<=", last)])

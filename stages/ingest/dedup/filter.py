@@ -32,20 +32,20 @@ from stages.ingest.units import ClusterStats, ExactStats, FilterStats, Signature
 DOMAIN_SCHEMA = pa.schema([("domain", pa.string()), ("bytes", pa.int64())])
 
 
-def filter_unit(kept: Path, signatures_dir: Path, rank: int, exact_dirs: Sequence[Path], near_dir: Path | None,
-                out_dir: Path, cfg: DedupConfig, partitions: int, *, batch_rows: int = BATCH_DOCS,
-                part_rows: int = 2**62, keep_duplicates: bool = True) -> FilterStats:
+def filter_unit(kept: Path, signatures_dir: Path, rank: int, exact_dirs: Sequence[Path],
+                near_dir: Path | Sequence[Path] | None, out_dir: Path, cfg: DedupConfig, partitions: int, *,
+                batch_rows: int = BATCH_DOCS, part_rows: int = 2**62, keep_duplicates: bool = True) -> FilterStats:
     """`kept`: the unit's kept.parquet (as given to step 1); `signatures_dir`: its step-1 folder; `rank`: its
     position in the language's units; `exact_dirs`: all P step-2a folders (ignored with exact off);
-    `near_dir`: the language's step-3 folder (None with near off); `keep_duplicates`: write the duplicates' rows
-    (they are counted either way)."""
+    `near_dir`: the group's step-3 folder, or the folders of its partitions when it was clustered in rounds (None
+    with near off); `keep_duplicates`: write the duplicates' rows (they are counted either way)."""
     return files.run_step(out_dir, lambda folder: _filter(Path(kept), Path(signatures_dir), rank,
-                                                          list(map(Path, exact_dirs)), near_dir and Path(near_dir),
+                                                          list(map(Path, exact_dirs)), near_dir,
                                                           folder, cfg, partitions, batch_rows, part_rows,
                                                           keep_duplicates))
 
 
-def unit_drops(rank: int, exact_dirs: list[Path], near_dir: Path | None, cfg: DedupConfig,
+def unit_drops(rank: int, exact_dirs: list[Path], near_dir: Path | Sequence[Path] | None, cfg: DedupConfig,
                partitions: int) -> tuple[np.ndarray, np.ndarray, pa.Array]:
     """(ordinals, reasons 0 exact / 1 near, duplicate_of ids) of one unit's dropped documents, by ordinal."""
     settings = files.settings_record(cfg, partitions)
@@ -60,12 +60,14 @@ def unit_drops(rank: int, exact_dirs: list[Path], near_dir: Path | None, cfg: De
             tables.append(t)
             reasons.append(np.zeros(t.num_rows, dtype=np.int8))
     if cfg.near:
-        if near_dir is None:
-            raise ValueError("near dedup is on: step 4 needs the language's step-3 folder")
-        files.read_finished(near_dir, "step-3 folder", ClusterStats, settings)
-        t = files.read_range(near_dir / files.NEAR_DROPS, "doc", first, last)
-        tables.append(t)
-        reasons.append(np.ones(t.num_rows, dtype=np.int8))
+        near_dirs = [near_dir] if isinstance(near_dir, (str, Path)) else list(near_dir or [])
+        if not near_dirs:
+            raise ValueError("near dedup is on: step 4 needs the group's step-3 folder(s)")
+        for d in map(Path, near_dirs):  # one per group, or one per partition of a group clustered in rounds
+            files.read_finished(d, "step-3 folder", ClusterStats, settings)
+            t = files.read_range(d / files.NEAR_DROPS, "doc", first, last)
+            tables.append(t)
+            reasons.append(np.ones(t.num_rows, dtype=np.int8))
     if not tables:
         return np.empty(0, np.int64), np.empty(0, np.int8), pa.array([], pa.string())
     table = pa.concat_tables(tables)
@@ -78,8 +80,8 @@ def unit_drops(rank: int, exact_dirs: list[Path], near_dir: Path | None, cfg: De
     return ordinals, reason, table.column("rep_id").take(pa.array(order)).combine_chunks()
 
 
-def _filter(kept: Path, signatures_dir: Path, rank: int, exact_dirs: list[Path], near_dir: Path | None, tmp: Path,
-            cfg: DedupConfig, partitions: int, batch_rows: int, part_rows: int, keep_duplicates: bool) -> FilterStats:
+def _filter(kept: Path, signatures_dir: Path, rank: int, exact_dirs: list[Path],
+            near_dir: Path | Sequence[Path] | None, tmp: Path, cfg: DedupConfig, partitions: int, batch_rows: int, part_rows: int, keep_duplicates: bool) -> FilterStats:
     import pyarrow.compute as pc
 
     settings = files.settings_record(cfg, partitions)
