@@ -57,6 +57,13 @@ SECTIONS: dict[str, tuple[str, str]] = {
         "this / reference), both measured in the same bench run, alternating. Goals (issue 42), at 10^5 units: "
         "<= 2,000 task runs, <= 1 ms of `europa` CPU per unit, peak RSS <= 1 GB and <= 1.3x its 10^4 figure, "
         "database <= 500 MB.")),
+    "dedup_rounds": ("Connected components in rounds (bench/dedup_rounds_bench.py)", (
+        "Verified pairs generated without text for N documents with a planted structure (pairs, chains of 100, "
+        "stars of 50, one cluster of min(10^6, N / 10)), scattered as the buckets step does into ceil(N / 500,000) "
+        "partitions, then the real rounds of stages/ingest/dedup/components.py on 2 processes, each unit in a fresh "
+        "process (its peak RSS is its own). Recall and precision compare the dropped documents and their "
+        "representatives with single-process connected components over the same pairs. Goals (issue 41): every "
+        "unit <= 2 GB and within 1.3x of the 10x smaller run.")),
     MANUAL: ("Measurements by hand", (
         "Figures measured without a bench script: old and new code alternating in one process, profiles, timings "
         "of the tests. Each record's command says how.")),

@@ -313,10 +313,32 @@ def orchestration_scale_rows(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def dedup_rounds_rows(r: dict[str, Any]) -> list[Row]:
+    """The largest N's unit memory against issue 41's bar, its growth over the 10x smaller N, and the labels'
+    agreement with single-process connected components."""
+    runs = sorted(r["runs"], key=lambda x: x["docs"])
+    if not runs:
+        return []
+    top, goals = runs[-1], r["goals"]
+    where = f"{top['docs']:,} documents, {top['partitions']} partitions"
+    rows = [Row("dedup", f"components rounds: largest unit's peak RSS MB ({where})", top["unit_peak_rss_mb"],
+                goals["unit_peak_rss_mb"], "goal (issue 41)", ",.0f", "lower"),
+            Row("dedup", f"components rounds: recall of union-find's drops ({where})", top["recall"], 1.0,
+                "single-process components, same pairs", ".4f"),
+            Row("dedup", f"components rounds: precision ({where})", top["precision"], 1.0,
+                "single-process components, same pairs", ".4f")]
+    tenth = [x for x in runs if x["docs"] * 10 == top["docs"]]
+    if tenth:
+        rows.append(Row("dedup", f"components rounds: unit peak RSS, {top['docs']:,} / {tenth[0]['docs']:,} documents",
+                        top["unit_peak_rss_mb"] / tenth[0]["unit_peak_rss_mb"], goals["rss_growth"], "goal (issue 41)",
+                        ".2f", "lower"))
+    return rows
+
+
 BENCHMARKS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "ingest": ingest_rows, "ingest_scale": ingest_scale_rows, "dedup": dedup_rows, "langid": langid_rows,
     "tokenizer": tokenizer_rows, "shards": shards_rows, "dataloader_scale": dataloader_scale_rows, "train": train_rows,
-    "orchestration_scale": orchestration_scale_rows,
+    "orchestration_scale": orchestration_scale_rows, "dedup_rounds": dedup_rounds_rows,
 }
 
 

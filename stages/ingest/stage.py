@@ -59,7 +59,8 @@ class IngestStage(UnitStage[IngestConfig]):
         in rounds need: a round is planned while one of them has not found its star forest."""
         yield from (DOCUMENTS, SIGNATURES, BUCKETS)
         rnd = 0
-        while any(self._converged_round(done, group, p) is None for (_, group), (_, p) in self._in_rounds(ctx, done).items()):
+        while any(self._converged_round(done, group, partitions) is None
+                  for (_, group), (_, partitions) in self._in_rounds(ctx, done).items()):
             rnd += 1
             yield COMPONENTS.round(rnd)
         yield from (CLUSTERS, FILTER)
