@@ -77,6 +77,10 @@ class UnitResults(Mapping[str, BaseModel]):
             raise KeyError(unit_id)
         return self._read(unit_id)
 
+    def __contains__(self, unit_id: object) -> bool:  # by the ids alone: Mapping's default would read the result
+        i = bisect.bisect_left(self._ids, unit_id)
+        return i < len(self._ids) and self._ids[i] == unit_id
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._ids)
 

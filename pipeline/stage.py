@@ -66,6 +66,11 @@ class Step(Generic[P, R]):
         """The same step as round `number` of a repeated step: its own name, so its own unit folders."""
         return Step(f"{self.name}-{number:03d}", self.payload, self.result)
 
+    def round_of(self, name: str) -> int | None:
+        """The round number of a step name made by `round`, None for any other name."""
+        base, _, number = name.rpartition("-")
+        return int(number) if base == self.name and number.isdigit() else None
+
     def payload_of(self, unit: Unit) -> P:
         if not isinstance(unit.payload, self.payload):
             raise TypeError(f"unit {unit.id} of step {unit.step!r} carries {type(unit.payload).__name__}, "
@@ -223,10 +228,9 @@ class UnitStage(BaseStage[Cfg]):
         for step in self.steps:
             if step.name == name:
                 return step
-        base, _, number = name.rpartition("-")
         for step in self.steps:
-            if step.name == base and number.isdigit():
-                return step.round(int(number))
+            if (number := step.round_of(name)) is not None:
+                return step.round(number)
         raise KeyError(f"stage {self.name} has no step {name!r}; its steps are: {', '.join(s.name for s in self.steps)}")
 
 

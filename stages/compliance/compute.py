@@ -32,7 +32,8 @@ from stages.compliance.numbers import percent, sci, training_time_range, with_si
 ESTIMATE_ACCURACY = 0.30  # the guidelines: an estimate must be accurate within an overall error margin of 30%
 CHECK_TOLERANCE = 0.30  # the project's rule: (b) further than this from (a) is a contradiction
 
-GUIDELINES = "Commission guidelines on the obligations for general-purpose AI models, C(2025) 7719 (19.11.2025), Annex A"
+GUIDELINES_DOC = "Commission guidelines on the obligations for general-purpose AI models, C(2025) 7719 (19.11.2025)"
+GUIDELINES = f"{GUIDELINES_DOC}, Annex A"
 
 
 def flops_text(x: float) -> str:
@@ -136,7 +137,7 @@ def gpai_status_text(flops: float, modality: str) -> str:
     """Compute and modality against the guidelines' indicative criterion, and against the 10^25 presumption."""
     generates_language = modality == "text"  # the pipeline trains text-to-text language models only
     above = flops > GPAI_INDICATIVE_FLOPS
-    head = (f"Training compute {sci(flops)} FLOP against the indicative criterion of the {GUIDELINES.split(', Annex')[0]} "
+    head = (f"Training compute {sci(flops)} FLOP against the indicative criterion of the {GUIDELINES_DOC} "
             f"(greater than 10^23 FLOP and the model generates language): ")
     if above and generates_language:
         verdict = "met: a general-purpose AI model, with the obligations of Art. 53"

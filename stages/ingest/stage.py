@@ -40,7 +40,7 @@ from stages.ingest.units import (BUCKETS, CLUSTERS, COMPONENTS, DOCUMENTS, FILTE
                                  RoundResult, SignaturesResult)
 
 Ctx = StageContext[IngestConfig]
-EXACT_DIR, PAIRS_DIR, EDGES_DIR = "exact", "pairs", "edges"  # a buckets unit's outputs (steps 2a, 2b, round 0)
+EXACT_DIR, PAIRS_DIR = "exact", "pairs"  # a buckets unit's two outputs (steps 2a and 2b of dedup/)
 MAX_UNITS = 100_000  # per language and source: unit ids have 5 digits (their order is the dedup order)
 # Pieces of one file at most: each piece after the first finds its first line from the file's start (line numbers
 # are part of document ids), so a file cut into p pieces is read ~p/2 times; a 50 MB file at max_unit_bytes = 1000
@@ -55,14 +55,15 @@ class IngestStage(UnitStage[IngestConfig]):
     steps = (DOCUMENTS, SIGNATURES, BUCKETS, COMPONENTS, CLUSTERS, FILTER)
 
     def iter_steps(self, ctx: Ctx, done: StepResults) -> Iterator[Step[Any, Any]]:
-        """The steps in order, with as many rounds of components (components-001, ...) as the groups clustered
-        in rounds need: a round is planned while one of them has not found its star forest."""
+        """The steps in order, with as many rounds of components as the groups clustered in rounds need:
+        components-000 scatters their pairs by node, and a round is planned while one of them has not found its
+        star forest."""
         yield from (DOCUMENTS, SIGNATURES, BUCKETS)
         rnd = 0
         while any(self._converged_round(done, group, partitions) is None
                   for (_, group), (_, partitions) in self._in_rounds(ctx, done).items()):
-            rnd += 1
             yield COMPONENTS.round(rnd)
+            rnd += 1
         yield from (CLUSTERS, FILTER)
 
     # --- planning -----------------------------------------------------------------------------------
@@ -100,7 +101,8 @@ class IngestStage(UnitStage[IngestConfig]):
             return self._plan_documents(ctx)
         documents = DOCUMENTS.results(done)
         units: list[Unit] = []
-        in_rounds = self._in_rounds(ctx, done) if step in (CLUSTERS, FILTER) or _round_of(step.name) else {}
+        rnd = COMPONENTS.round_of(step.name)
+        in_rounds = self._in_rounds(ctx, done) if step in (CLUSTERS, FILTER) or rnd is not None else {}
         for (lang, group), uids in self._ranked_units(ctx, done).items():
             partitions = self._partitions(ctx, done, uids)
             kept = {uid: documents[uid].stats.kept for uid in uids}  # what each step's cost follows
@@ -109,7 +111,7 @@ class IngestStage(UnitStage[IngestConfig]):
                 units += [step.unit(uid, RankedUnitPayload(lang=lang, group=group, rank=rank, partitions=partitions,
                                                            kept=kept[uid], near_parts=partitions if rounds else 0))
                           for rank, uid in enumerate(uids)]
-            elif (rnd := _round_of(step.name)) and rounds:
+            elif rnd is not None and rounds:
                 if self._converged_round(done, group, partitions) is None:  # else its labels are final
                     units += [step.unit(f"{group}-{p:05d}", RoundPayload(
                         lang=lang, group=group, partition=p, partitions=partitions, round=rnd,
@@ -203,14 +205,13 @@ class IngestStage(UnitStage[IngestConfig]):
 
     @staticmethod
     def _converged_round(done: StepResults, group: str, partitions: int) -> int | None:
-        """The first round whose units of `group` all read a star forest, or None while there is none yet."""
-        rnd = 1
-        while (results := done.get(COMPONENTS.round(rnd).name)) is not None:
-            ids = [f"{group}-{p:05d}" for p in range(partitions)]
-            if ids[0] in results and all(results[i].violations == 0 for i in ids):
-                return rnd
-            rnd += 1
-        return None
+        """The round whose units of `group` all read a star forest, or None while there is none yet: the last
+        round that has units of the group (a group converged has none in later rounds), its results read once."""
+        ids = [f"{group}-{p:05d}" for p in range(partitions)]
+        rnd, last = 1, None
+        while (results := done.get(COMPONENTS.round(rnd).name)) is not None and ids[0] in results:
+            rnd, last = rnd + 1, results
+        return rnd - 1 if last is not None and all(last[i].violations == 0 for i in ids) else None
 
     @staticmethod
     def _partitions(ctx: Ctx, done: StepResults, uids: list[str]) -> int:
@@ -238,20 +239,19 @@ class IngestStage(UnitStage[IngestConfig]):
             step1 = [ctx.unit_dir(SIGNATURES.name, u) for u in b.units]
             exact = find_exact_duplicates(step1, b.partition, out_dir / EXACT_DIR, cfg, b.partitions)
             pairs = find_candidate_pairs(step1, b.partition, out_dir / PAIRS_DIR, cfg, b.partitions)
-            if cfg.near:  # round 0 of the components rounds, used where the group has too many pairs for one unit
-                from stages.ingest.dedup.components import scatter_pairs
-                from stages.ingest.dedup.files import read_pair_chunks
-
-                scatter_pairs(read_pair_chunks(out_dir / PAIRS_DIR), out_dir / EDGES_DIR, b.partitions)
             return BucketsResult(lang=b.lang, exact=exact, pairs=pairs)
-        if (rnd := _round_of(unit.step)):
-            from stages.ingest.dedup.components import star_round
+        if (rnd := COMPONENTS.round_of(unit.step)) is not None:
+            from stages.ingest.dedup.components import scatter_pairs, star_round
+            from stages.ingest.dedup.files import read_pair_chunks
 
             r = COMPONENTS.round(rnd).payload_of(unit)
-            ids = [f"{r.group}-{q:05d}" for q in range(r.partitions)]
-            inputs = ([ctx.unit_dir(BUCKETS.name, i) / EDGES_DIR for i in ids] if rnd == 1 else
-                      [ctx.unit_dir(COMPONENTS.round(rnd - 1).name, i) for i in ids])
-            stats = star_round(inputs, r.partition, r.partitions, out_dir, rnd)
+            if rnd == 0:  # the pairs of one buckets unit, by node partition
+                pairs_dir = ctx.unit_dir(BUCKETS.name, unit.id) / PAIRS_DIR
+                stats = scatter_pairs(read_pair_chunks(pairs_dir), out_dir, r.partitions, partition=r.partition)
+            else:
+                ids = [f"{r.group}-{q:05d}" for q in range(r.partitions)]
+                stats = star_round([ctx.unit_dir(COMPONENTS.round(rnd - 1).name, i) for i in ids], r.partition,
+                                   r.partitions, out_dir, rnd)
             return RoundResult(lang=r.lang, group=r.group, **dict(stats))
         if unit.step == CLUSTERS.name:
             from stages.ingest.dedup.clusters import resolve_clusters, resolve_from_rounds
@@ -496,12 +496,6 @@ def _cluster_records(results) -> dict[str, ClusterRecord]:
             components=sum(r.components for r in rs), largest_component=max(r.largest_component for r in rs),
             dropped=sum(r.dropped for r in rs), kept_by_greedy_not_by_components=rs[0].kept_by_greedy_not_by_components)
     return out
-
-
-def _round_of(step_name: str) -> int:
-    """The round number of a components round's step name (components-NNN), 0 for any other step."""
-    base, _, number = step_name.rpartition("-")
-    return int(number) if base == COMPONENTS.name and number.isdigit() else 0
 
 
 def _groups_by_language(ranked: dict[tuple[str, str], list[str]]) -> dict[str, list[str]]:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_config
-from tests.ingest.test_ingest_stage import KILLER, PY, manifest, read_lang, run_ingest
+from tests.ingest.test_ingest_stage import KILLER, PY, manifest, read_lang, run_ingest, udhr_docs
 
 LANGS = ("de", "mt")
 
@@ -23,14 +23,8 @@ LANGS = ("de", "mt")
 def chained_corpus(folder: Path, udhr_dir: Path) -> None:
     """Per language, chains of 7 copies of each of 4 long UDHR articles, copy k with k words reversed, in 4
     files; the articles themselves are far apart."""
-    from stages.ingest.config import SourceConfig
-    from stages.ingest.inputs import list_inputs
-    from stages.ingest.readers import RawDoc, read_input
-
-    udhr = SourceConfig(name="u", kind="udhr", path=str(udhr_dir), licence="x", collected="2024-05")
     for lang in LANGS:
-        docs = [d.text for d in read_input(udhr, lang, list_inputs(udhr, lang)[0]) if isinstance(d, RawDoc)]
-        docs = sorted((t for t in docs if len(t.split()) >= 80), key=len)[:4]
+        docs = sorted((t for t in udhr_docs(udhr_dir, lang) if len(t.split()) >= 80), key=len)[:4]
         texts = []
         for doc in docs:
             words = doc.split()

@@ -6,28 +6,19 @@ same dump. The record says which scope ran and which groups were deduplicated ap
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import write_config
 from tests.ingest.test_bad_inputs_at_plan_time import TOPICS, one_error_line
-from tests.ingest.test_ingest_stage import manifest, read_lang, run_ingest
+from tests.ingest.test_ingest_stage import jsonl_source, manifest, read_lang, run_ingest
 
 SHARED = "A page that two crawls both fetched, about {}, long enough that every quality filter here passes it."
 
 
 def source(name: str, folder: Path, dump: str | None) -> str:
-    return textwrap.dedent(f"""
-        [[ingest.sources]]
-        name = "{name}"
-        kind = "jsonl"
-        path = "{folder}/*.jsonl"
-        licence = "CC-BY-4.0"
-        collected = "2025-01"
-        category = "crawled"
-        """) + (f'dump = "{dump}"\n' if dump else "")
+    return jsonl_source(name, f"{folder}/*.jsonl", f'dump = "{dump}"\n' if dump else "")
 
 
 def write_sources(tmp_path: Path, dumps: tuple[str | None, str | None], scope: str) -> Path:

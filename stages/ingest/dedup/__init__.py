@@ -12,7 +12,8 @@ tests/ingest/dedup_reference.py, tested equal).
     2a    exact.find_exact_duplicates         partition p         partition p of all units     exact-drops.parquet
     2b    buckets.find_candidate_pairs        partition p         partition p of all units     pairs.parquet (verified)
     3     clusters.resolve_clusters           group               all pairs of the group       near-drops.parquet
-    3'    components.star_round, per round    group x node part.  its edges, previous round    edges, labels (many pairs:
+    3'    components.scatter_pairs            partition p         its pairs.parquet            edges by node (many pairs:
+          components.star_round, per round    group x node part.  its edges, previous round    edges, labels;
           clusters.resolve_from_rounds        group x node part.  its labels, last round       near-drops.parquet)
     4     filter.filter_unit                  input unit          its kept.parquet + its drops kept-/duplicates-NNNNN.parquet
 

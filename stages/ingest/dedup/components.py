@@ -17,8 +17,8 @@ A round whose units all report no violation read a star forest: its labels (node
 component, for every node that is not the smallest) are the components, and no later round is needed.
 
 The ingest stage runs these rounds for a group whose verified pairs exceed [ingest.dedup] cluster_unit_pairs
-(steps components-001, -002, ... until a round finds a star forest; stages/ingest/stage.py), and clusters.py's
-single unit for the others.
+(step components-000 scatters each buckets unit's pairs, then components-001, -002, ... until a round finds a
+star forest; stages/ingest/stage.py), and clusters.py's single unit for the others.
 
 Folder of a round unit: edges.bin + edges-index.npy (files.PartitionedWriter; EDGE_RECORD), labels.npy
 (LABEL_RECORD, sorted by node), stats.json (RoundStats).
@@ -50,8 +50,9 @@ def kind_of(rnd: int) -> Literal["large", "small"]:
 
 
 def scatter_pairs(pairs: Iterable[tuple[np.ndarray, np.ndarray]], out_dir: Path, partitions: int, *,
-                  buffer_rows: int = 262_144) -> RoundStats:
-    """Round 0: chunks of pairs (a, b) as directed edges in both directions, grouped by partition."""
+                  partition: int = 0, buffer_rows: int = 262_144) -> RoundStats:
+    """Round 0: chunks of pairs (a, b) as directed edges in both directions, grouped by partition; `partition`
+    names the source of the pairs in the statistics (the buckets partition they were found in)."""
     if partitions < 1:
         raise ValueError("partitions must be >= 1")
 
@@ -65,7 +66,7 @@ def scatter_pairs(pairs: Iterable[tuple[np.ndarray, np.ndarray]], out_dir: Path,
             _write_both_ways(writer, a[keep], b[keep], partitions)
         writer.close(folder / EDGE_INDEX)
         np.save(folder / LABELS, np.empty(0, LABEL_RECORD))
-        return RoundStats(round=0, kind="scatter", partition=0, partitions=partitions, edges_in=n, nodes=0,
+        return RoundStats(round=0, kind="scatter", partition=partition, partitions=partitions, edges_in=n, nodes=0,
                           violations=0, edges_out=n, largest_degree=0)
 
     return files.run_step(out_dir, body)
