@@ -9,7 +9,10 @@ fill every field and makes the consumer's load fail loudly, naming the field, wh
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.fields import FieldInfo
 
 from pipeline.manifest import MANIFEST_NAME, Manifest
 from pipeline.rundir import RunDir
@@ -20,6 +23,27 @@ class Record(BaseModel):
     """Base of every stage record: unknown fields are errors (a rename shows on both sides)."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+DECLARED = "declared_in"
+
+
+def declared(config_key: str, description: str | None = None, **field_kwargs: Any) -> Any:
+    """A record field that copies a declaration of the run config (a licence, a collection date): the stage records
+    what it was told, not what it observed.
+
+    Why marked: the compliance documents must tell evidence from declarations; a value the pipeline cannot verify
+    is cited by its config key, never as a record. `config_key` may hold `{key}`, the key of the table of
+    tables the field's record sits in (e.g. the source's name); nested fields add `.<field>`.
+    """
+    extra = {DECLARED: config_key}
+    return Field(description=description, json_schema_extra=extra, **field_kwargs)
+
+
+def declared_in(field: FieldInfo) -> str | None:
+    """The config key a `declared` field copies, or None for a field the stage measured or derived."""
+    extra = field.json_schema_extra
+    return extra.get(DECLARED) if isinstance(extra, dict) else None
 
 
 class RecordError(StageError):

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from pipeline.config import REPO_ROOT
 from pipeline.config_reference import _cell, _doc, _model_in, type_name
+from pipeline.records import declared_in
 
 OUTPUT = REPO_ROOT / "docs" / "records.md"
 GENERATOR = "python -m pipeline.records_reference"
@@ -41,7 +42,10 @@ def section(path: str, model: type[BaseModel], how: str = "table") -> list[str]:
             tp = {"table": "table", "array": "list of tables", "map": "table of tables"}[sub[1]] + f", see `{ref}`"
         if not field.is_required():
             tp += " (may be absent)"
-        lines.append(f"| `{name}` | {_cell(tp)} | {_cell(field.description or '')} |")
+        about = field.description or ""
+        if (key := declared_in(field)) is not None:
+            about += f" Copies the declaration `{key}` of the run config (the compliance documents cite the key)."
+        lines.append(f"| `{name}` | {_cell(tp)} | {_cell(about.strip())} |")
     lines.append("")
     for child, sub_model, sub_how in nested:
         lines += section(child, sub_model, sub_how)

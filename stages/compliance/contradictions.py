@@ -96,7 +96,7 @@ def _categories(rec: Records) -> list[Contradiction]:
     cats = {src.category for src in td.sources(rec)}
     s = rec.settings
     out = []
-    where = f"{rec.ingest.per_source.where}.<source>.category"
+    where = td.source_key("category")
     crawler_set = [k for k, v in s.crawler.model_dump().items() if v is not None]
     if "crawled" in cats and not crawler_set:
         out.append(Contradiction("crawled_without_a_crawler", "a source has category 'crawled' but no crawler is declared",

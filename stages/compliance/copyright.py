@@ -45,7 +45,7 @@ def build(rec: Records) -> Document:
         tdm.item("crawler_info", "Crawler: public information", rec.setting("crawler.info_url", why="a source has category 'crawled'"))
     else:
         tdm.item("crawler", "Crawling by the provider", Fact(False, "none: no source has category 'crawled'",
-                                                             (f"{rec.ingest.per_source.where}.<source>.category",)))
+                                                             (td.source_key("category"),)))
     tdm.text("Opted-out domains are applied at ingest, at every run: a reservation recorded after collection removes the "
              "documents from the next training data.")
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from pydantic import BaseModel
 
 from pipeline.manifest import MANIFEST_NAME, Manifest
-from pipeline.records import load_record
+from pipeline.records import declared_in, load_record
 from pipeline.rundir import RunDir
 from pipeline.secrets import MASK
 from stages.compliance.config import ComplianceConfig
@@ -29,6 +29,7 @@ from stages.compliance.config import ComplianceConfig
 if TYPE_CHECKING:
     from pipeline.stage import StageContext
 
+DECLARED_PREFIX = "run config "  # a source that is a declaration: a config key, not a record
 RECORD_STAGES: tuple[str, ...] = ("ingest", "tokenizer", "shards", "pretrain", "evaluate")
 
 
@@ -43,6 +44,31 @@ class Fact:
     @property
     def is_open(self) -> bool:
         return self.value is None
+
+    @property
+    def kind(self) -> str:
+        """measured, declared, fixed, or "measured and declared" when derived from both (see source_kind)."""
+        kinds = sorted({source_kind(s) for s in self.sources} - {FIXED})
+        return " and ".join(kinds) if kinds else FIXED
+
+
+MEASURED, DECLARED, FIXED = "measured", "declared", "fixed"
+
+
+def source_kind(source: str) -> str:
+    """Evidence or declaration: `measured` cites a stage's record (what the run did, written by the stage that did
+    it), `declared` a key of the run config (what a person states and the pipeline cannot check), `fixed` the
+    pipeline's code or the text of the law."""
+    if source.startswith(DECLARED_PREFIX):
+        return DECLARED
+    if f"/{MANIFEST_NAME}: " in source:
+        return MEASURED
+    return FIXED
+
+
+def labelled(source: str) -> str:
+    """A source as the documents print it: with its kind in front."""
+    return f"{source_kind(source)}: {source}"
 
 
 def constant(value: Any, text: str | None = None, *, source: str) -> Fact:
@@ -88,11 +114,13 @@ class Traced:
     the manifest field; `.value` is the typed value for computing with (None when absent).
     """
 
-    __slots__ = ("_stage", "_type", "_value", "_path", "_found", "_stage_present")
+    __slots__ = ("_stage", "_type", "_value", "_path", "_found", "_stage_present", "_declared")
 
-    def __init__(self, stage: str, tp: Any, value: Any, path: tuple[str, ...], found: bool, stage_present: bool):
+    def __init__(self, stage: str, tp: Any, value: Any, path: tuple[str, ...], found: bool, stage_present: bool,
+                 declared: str | None = None):
         self._stage, self._type, self._value, self._path = stage, tp, value, path
         self._found, self._stage_present = found, stage_present
+        self._declared = declared  # the config key a declared field copies (pipeline/records.py: declared)
 
     def __getattr__(self, name: str) -> Traced:
         if name.startswith("_"):
@@ -103,8 +131,11 @@ class Traced:
         if name not in model.model_fields:
             raise AttributeError(f"{model.__name__} (stages/{self._stage}/record.py) has no field {name!r}")
         value = getattr(self._value, name) if self._found and self._value is not None else None
+        key = declared_in(model.model_fields[name])
+        declared = (f"{self._declared}.{name}" if self._declared else
+                    key.format(key=self._path[-1] if self._path else "") if key else None)
         return Traced(self._stage, model.model_fields[name].annotation, value, self._path + (name,),
-                      self._found and self._value is not None, self._stage_present)
+                      self._found and self._value is not None, self._stage_present, declared)
 
     def __getitem__(self, key: str | int) -> Traced:
         tp = _unwrap(self._type)
@@ -115,7 +146,7 @@ class Traced:
         found = self._found and (key in value if isinstance(value, dict) else
                                  isinstance(value, list) and isinstance(key, int) and 0 <= key < len(value))
         return Traced(self._stage, args[-1], value[key] if found else None, self._path + (str(key),), found,
-                      self._stage_present)
+                      self._stage_present, self._declared)
 
     def keys(self) -> list[str]:
         return list(self._value) if self._found and isinstance(self._value, dict) else []
@@ -140,7 +171,13 @@ class Traced:
         if self.value == MASK:
             return open_fact(f"{self.where} (masked by the secrets filter (a key name that looks secret) in the record)")
         value = _plain(self.value)
-        return Fact(value, fmt(value), (self.where,))
+        return Fact(value, fmt(value), (self.cited,))
+
+    @property
+    def cited(self) -> str:
+        """What a document cites for this field: the manifest field, or for a declaration the run config's key
+        (the manifest only copies it; citing the copy would present a declaration as evidence)."""
+        return f"{DECLARED_PREFIX}{self._declared}" if self._declared else self.where
 
 
 def _unwrap(tp: Any) -> Any:

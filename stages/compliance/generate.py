@@ -141,14 +141,16 @@ def provenance(rec: Records, docs: list[Document], found: list[Contradiction] = 
     def entry(label: str, fact: Fact) -> dict[str, Any]:
         if fact.is_open:
             return {"label": label, "open": True, "needs": list(fact.needs)}
-        out = {"label": label, "value": fact.value, "text": fact.text, "sources": list(fact.sources)}
+        out = {"label": label, "value": fact.value, "text": fact.text, "kind": fact.kind, "sources": list(fact.sources)}
         if fact.method:
             out["method"] = fact.method
         return out
 
     return {
-        "about": "Every value in the compliance documents with the record fields or config keys it came from. Manifest "
-                 "paths are relative to the run directory; 'run config [compliance...] key' is a declaration in run.toml.",
+        "about": "Every value in the compliance documents with the record fields or config keys it came from, and its "
+                 "kind: measured (from a stage's record: manifest paths relative to the run directory), declared (a "
+                 "key of the run config, run.toml: what a person states and the pipeline cannot check), fixed (the "
+                 "pipeline's code or the text of the law), or both measured and declared when derived from both.",
         "records": rec.record_summary(),
         "contradictions": [{"check": c.check, "message": c.message, "sources": list(c.sources), "fix": c.fix}
                            for c in found],

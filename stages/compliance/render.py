@@ -15,13 +15,13 @@ import html
 from dataclasses import dataclass, field
 
 from stages.compliance.document import Document, Item, Section, Table, Text
-from stages.compliance.facts import Fact
+from stages.compliance.facts import Fact, labelled
 
 OPEN_MARK = "OPEN"
 
 
 def source_text(fact: Fact) -> str:
-    s = "; ".join(fact.sources)
+    s = "; ".join(labelled(src) for src in fact.sources)
     return f"{s} ({fact.method})" if fact.method and s else (s or fact.method)
 
 
@@ -43,7 +43,7 @@ def column_source(table: Table, col: int) -> str:
             patterns[s.replace(f".{key}.", ".<row>.").replace(f".{key}", ".<row>") if key else s] = None
         if cell.method:
             methods[cell.method] = None
-    s = "; ".join(patterns)
+    s = "; ".join(labelled(p) for p in patterns)
     return f"{s} ({'; '.join(methods)})" if methods else s
 
 

@@ -238,7 +238,7 @@ def source_row(rec: Records, src: td.SourceRecord) -> list[Fact]:
     r = src.record
     ident_field = r.repo if r.repo.value else r.homepage
     ident = ident_field.value
-    ident_fact = (Fact(ident, ident + (f" ({r.hf_config.value})" if r.hf_config.value else ""), (ident_field.where,))
+    ident_fact = (Fact(ident, ident + (f" ({r.hf_config.value})" if r.hf_config.value else ""), (ident_field.cited,))
                   if ident else open_fact(f"homepage or repo of ingest source {src.name} ([[ingest.sources]] homepage)"))
     total = rec.ingest.totals.kept_bytes
     kept = src.count("kept_bytes")
@@ -257,5 +257,5 @@ def opt_out_row(rec: Records, src: td.SourceRecord) -> list[Fact]:
             src.fact("opt_out.protocols", lambda v: ", ".join(v) if v else "none recorded"),
             src.fact("opt_out.honoured_by", lambda v: {"provider": "the provider", "third_party": "the dataset's publisher",
                                                        "not_applicable": "not applicable"}.get(v, v)),
-            Fact(n_domains, domains_text, (oo.domains.where,)),
+            Fact(n_domains, domains_text, (oo.domains.cited,)),
             src.fact("opt_out.notes", lambda v: v or "-")]

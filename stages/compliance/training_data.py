@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from stages.compliance.facts import Fact, Records, Traced, constant, derive, open_fact, show
 from stages.compliance.numbers import percent, sci, text_size_bin, with_sig2
+from stages.ingest.record import SOURCE_KEY
 from stages.ingest.record import BLOCKLIST, EMPTY, EXACT_DUP, LANGID_REASONS, NEAR_DUP, OPT_OUT, PII_KINDS
 
 CATEGORY_LABELS = {
@@ -26,6 +27,11 @@ CATEGORY_LABELS = {
     "other": "other source",
 }
 MODALITY_SOURCE = "pipeline code: the ingest stage reads text only (stages/ingest/readers.py)"
+
+
+def source_key(field: str) -> str:
+    """The declaration a per-source field copies, for any source: run config [[ingest.sources]] ... <field>."""
+    return f"run config {SOURCE_KEY.format(key='<source>')} {field}"
 
 
 @dataclass(frozen=True)
@@ -115,9 +121,9 @@ def size_bin(rec: Records) -> Fact:
 
 def latest_collection(rec: Records) -> Fact:
     """MM/YYYY of the newest `collected` date over all sources."""
-    dates = [(s.record.collected.value, s.record.collected.where) for s in sources(rec) if s.record.collected.value]
+    dates = [(s.record.collected.value, s.record.collected.cited) for s in sources(rec) if s.record.collected.value]
     if not dates:
-        return open_fact(f"{rec.ingest.per_source.where}.<source>.collected (no source records a date)")
+        return open_fact(f"{source_key('collected')} (no source declares a date)")
     newest, where = max(dates)
     y, m = newest[:4], newest[5:7]
     return Fact(f"{m}/{y}", f"{m}/{y}", (where,), "the latest collection date over all sources")

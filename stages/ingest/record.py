@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from pipeline.records import Record
+from pipeline.records import Record, declared
 # the removal reasons (per_filter, removed), exported here: other stages import ingest through its record only
 from stages.ingest.reasons import (ALL_REASONS, BLOCKLIST, EMPTY, EXACT_DUP, LANGID_REASONS, NEAR_DUP,  # noqa: F401
                                    OPT_OUT, QUALITY_REASONS)
@@ -41,15 +41,20 @@ class OptOut(Record):
     notes: str
 
 
+SOURCE_KEY = '[[ingest.sources]] name = "{key}":'
+
+
 class SourceRecord(Record):
     kind: str = Field(description="Reader: jsonl, parquet, text, hf, udhr.")
-    category: str = Field(description="Data category of the AI Office template (public dataset, crawled, ...).")
-    licence: str | None = Field(description="The licence the source is used under.")
-    homepage: str | None
-    collected: str | None = Field(description="When the data was collected (YYYY-MM).")
-    repo: str | None = Field(description="Hugging Face dataset repository, for hf sources.")
-    hf_config: str | None
-    opt_out: OptOut = Field(description="How text-and-data-mining reservations were honoured for the source.")
+    category: str = declared(f"{SOURCE_KEY} category",
+                             "Data category of the AI Office template (public dataset, crawled, ...).")
+    licence: str | None = declared(f"{SOURCE_KEY} licence", "The licence the source is used under.")
+    homepage: str | None = declared(f"{SOURCE_KEY} homepage")
+    collected: str | None = declared(f"{SOURCE_KEY} collected", "When the data was collected (YYYY-MM).")
+    repo: str | None = declared(f"{SOURCE_KEY} repo", "Hugging Face dataset repository, for hf sources.")
+    hf_config: str | None = declared(f"{SOURCE_KEY} hf_config")
+    opt_out: OptOut = declared(f"{SOURCE_KEY} opt_out",
+                               "How text-and-data-mining reservations were honoured for the source.")
     counts: dict[str, int] = Field(description="docs_in, bytes_in, kept, kept_bytes and removed_<reason> of this source.")
     domain_bytes_in: dict[str, int] = Field(
         description="Crawled sources only (else empty): UTF-8 bytes read per registrable domain of the document URLs, "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from pipeline.records import Record
+from pipeline.records import Record, declared
 
 
 class ModelFacts(Record):
@@ -136,7 +136,8 @@ class FinalCheckpoint(Record):
 
 
 class Projection(Record):
-    planned_tokens: int = Field(description="[pretrain] steps x global batch x seq_len.")
+    planned_tokens: int = declared("[pretrain] steps x global_batch_size x seq_len",
+                                   "[pretrain] steps x global batch x seq_len: the plan.")
     planned_flops: int | float
 
 

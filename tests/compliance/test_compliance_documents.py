@@ -26,7 +26,8 @@ REQUIRED = {
     compute_check.DOC_ID: compute_check.REQUIRED,
 }
 RECORD = ("ingest/manifest.json: ", "tokenizer/manifest.json: ", "shards/manifest.json: ", "pretrain/manifest.json: ",
-          "evaluate/manifest.json: ", "run config [compliance", "pipeline code: ", "Art. ", "stages/ingest/record.py")
+          "evaluate/manifest.json: ", "run config [compliance", "run config [[ingest.sources]]", "run config [pretrain]",
+          "pipeline code: ", "Art. ", "stages/ingest/record.py")
 
 
 def test_demo_declarations_leave_nothing_open_and_every_item_is_traced(run, demo_settings, tmp_path):
@@ -188,7 +189,7 @@ def test_html_is_one_page_with_hover_sources_and_links(run, demo_settings):
     for doc in REQUIRED:
         assert f'<section class="doc" id="{doc}">' in html and f'href="{doc}.md"' in html
     assert 'href="model_documentation_form.json"' in html and 'href="open_items.md"' in html
-    assert 'title="pretrain/manifest.json: statistics.model.total_params"' in html
+    assert 'title="measured: pretrain/manifest.json: statistics.model.total_params"' in html
     assert "@media print" in html and html.count("<html") == 1
 
 
