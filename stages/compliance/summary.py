@@ -93,8 +93,9 @@ def _sources(doc: Document, rec: Records) -> None:
         section.item("modality", "Modality", td.category_modality(rec, category))
         rows = [source_row(rec, src) for src in all_sources if src.category == category]
         if rows:
-            section.add(Table("sources", caption, ["source", "identifier / link", "licence", "collected", "share of kept bytes", "description"],
-                              rows, numeric=(4,)))
+            section.add(Table("sources", caption, ["source", "identifier / link", "version", "licence", "downloaded",
+                                                                  "content period", "share of kept bytes", "description"],
+                              rows, numeric=(6,)))
         return bool(rows)
 
     by_category(s.section("2.1", "Publicly available datasets"), "public_dataset",
@@ -244,8 +245,8 @@ def source_row(rec: Records, src: td.SourceRecord) -> list[Fact]:
     kept = src.count("kept_bytes")
     share = (Fact(kept.value / total.value, percent(kept.value / total.value), kept.sources + (total.where,),
                   "kept bytes of the source / all kept bytes") if total.value else open_fact(total.where))
-    return [constant(src.name, source=rec.ingest.per_source.where), ident_fact, src.fact("licence"),
-            src.fact("collected"), share, td.description(rec, src.name)]
+    return [constant(src.name, source=rec.ingest.per_source.where), ident_fact, td.version(src), src.fact("licence"),
+            src.fact("collected"), td.content_period(src), share, td.description(rec, src.name)]
 
 
 def opt_out_row(rec: Records, src: td.SourceRecord) -> list[Fact]:

@@ -57,6 +57,21 @@ class SourceRecord:
         return self.record.category.value or "other"
 
 
+def version(src: SourceRecord) -> Fact:
+    """The version read from the data where the reader can tell (evidence), else the declared one."""
+    found = src.record.version_found
+    if found.value:
+        return found.fact()
+    if src.record.version.value:
+        return src.fact("version")
+    return Fact("", "not declared", (src.record.version.cited,))
+
+
+def content_period(src: SourceRecord) -> Fact:
+    period = src.record.content_period
+    return period.fact() if period.value else Fact("", "not declared", (period.cited,))
+
+
 def sources(rec: Records) -> list[SourceRecord]:
     per_source = rec.ingest.per_source
     return [SourceRecord(name, per_source[name]) for name in sorted(per_source.keys())]

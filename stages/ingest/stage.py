@@ -31,6 +31,7 @@ from pipeline.stage import InputError, StageContext, StageError, StageOutcome, S
 from stages.ingest.config import IngestConfig
 from stages.ingest.inputs import HubUnavailable, hub_root, list_files, split_files
 from stages.ingest.process import KEPT, InputFailed, process_unit
+from stages.ingest.readers import version_found
 from stages.ingest.reasons import ALL_REASONS, EXACT_DUP, NEAR_DUP
 from stages.ingest.record import (BlocklistRecord, ClusterRecord, IngestRecord, LanguageCounts, OptOut, SourceRecord,
                                   Totals)
@@ -444,7 +445,8 @@ class IngestStage(UnitStage[IngestConfig]):
         source = next(s for s in settings.sources if s.name == name)
         return SourceRecord(
             kind=source.kind, category=source.category, licence=source.licence, homepage=source.homepage,
-            collected=source.collected, repo=source.repo, hf_config=source.hf_config,
+            collected=source.collected, version=source.version, version_found=version_found(source),
+            content_period=source.content_period, repo=source.repo, hf_config=source.hf_config,
             opt_out=OptOut.model_validate(source.opt_out.model_dump(mode="json")), counts=dict(sorted(counts.items())),
             domain_bytes_in=_largest_first(domain_bytes_in))
 

@@ -24,6 +24,9 @@ vocab_size = 800
 reserved_tokens = 2
 [shards]
 val_fraction = 0.1
+[shards.mixture]
+total_tokens = 204800  # the tokens the fake pretrain record trains (no language beyond the epoch cap)
+max_epochs = 50
 """
 
 
@@ -34,6 +37,7 @@ def pretrain_statistics(*, flops: float | None = None, projected: float | None =
     tokens = 100 * 8 * 256
     per_token = 2_495_232
     analytic = float(flops if flops is not None else per_token * tokens)
+    per_token = round(analytic / tokens)  # the record's own arithmetic holds (contradictions.py checks it)
     return _validated("pretrain", {
         "model": {"flavor": "tiny", "architecture": "decoder-only transformer, Mixture-of-Experts (DeepSeek-V3 / Kimi-K2 layers: MLA attention, "
                                                     "8 routed experts top-2 + 1 shared, first 1 layers dense), built with torchtitan", "vocab_size": 800,
@@ -61,7 +65,8 @@ def pretrain_statistics(*, flops: float | None = None, projected: float | None =
                        "files": [{"path": "checkpoints/step-100/__0_0.distcp", "sha256": "cd" * 32, "bytes": 9_876_543}],
                        "kept": [{"step": 100, "path": "checkpoints/step-100", "sha256": "ab" * 32, "files": 1,
                                  "bytes": 9_876_543, "hashed_on_ranks": 1, "hashed_at_publish": 0}]},
-        "projection": {"planned_tokens": tokens, "planned_flops": float(projected if projected is not None else analytic)},
+        "projection": {"planned_tokens": round(projected / per_token) if projected is not None else tokens,
+                       "planned_flops": float(projected if projected is not None else analytic)},
     })
 
 

@@ -25,6 +25,16 @@ def with_(settings, section: str, **changes):
     return settings.model_copy(update={section: getattr(settings, section).model_copy(update=changes)})
 
 
+RELEASED_TEXTS = {"distribution_channels": ["weights download (demo)"], "downstream_channels": ["weights download (demo)"],
+                  "licence_category": "free and open-source licence (demo)"}
+
+
+def released(settings, **model):
+    """The demo declarations rewritten for a released model (its texts say it is not released: a contradiction)."""
+    s = with_(settings, "model", **RELEASED_TEXTS, **model)
+    return with_(s, "copyright", output_safeguards="Demo: none.")
+
+
 def test_3_2_is_removal_of_illegal_content_and_says_plainly_when_nothing_ran(run, demo_settings):
     bundle = generate(RunDir(run), demo_settings)
     v = summary_values(bundle)
@@ -132,17 +142,17 @@ def _strict_fails(run, settings, check: str) -> None:
     ({"released": False, "release_date": "2027-02-01"}, "dates_for_an_unreleased_model"),
 ])
 def test_date_contradictions(run, demo_settings, model, check):
-    settings = with_(demo_settings, "model", **model)
+    settings = released(demo_settings, **model) if model["released"] else with_(demo_settings, "model", **model)
     found = generate(RunDir(run), settings).contradictions
     assert check in [c.check for c in found]
     _strict_fails(run, settings, check)
-    ok = with_(demo_settings, "model", released=True, release_date="2027-01-01", eu_market_date="2027-01-15")
+    ok = released(demo_settings, released=True, release_date="2027-01-01", eu_market_date="2027-01-15")
     assert generate(RunDir(run), ok).contradictions == []
 
 
 def test_data_collected_after_the_release_of_a_model_not_trained_further(run, demo_settings):
     edit_manifest(run, "ingest", lambda m: m["statistics"]["per_source"]["udhr"].update(collected="2027-03"))
-    settings = with_(demo_settings, "model", released=True, release_date="2027-01-01", eu_market_date="2027-01-01")
+    settings = released(demo_settings, released=True, release_date="2027-01-01", eu_market_date="2027-01-01")
     assert [c.check for c in generate(RunDir(run), settings).contradictions] == ["data_collected_after_release"]
 
 

