@@ -13,7 +13,7 @@ from __future__ import annotations
 from stages.compliance import model_facts as mf
 from stages.compliance import training_data as td
 from stages.compliance.compute import (BASE_MODEL_WHY, GUIDELINES, compute_facts, energy_fact, gpai_status, modification_status,
-                                      presumed_systemic, threshold_check, training_time_facts)
+                                      notification_reason, threshold_check, training_time_facts)
 from stages.compliance.document import Document, Table
 from stages.compliance.facts import Fact, Records, constant, derive
 from stages.compliance.numbers import percent
@@ -38,13 +38,10 @@ REQUIRED_SECTION_2 = ("2.1.evaluation_strategy", "2.2.adversarial_testing", "2.2
 
 
 def systemic(rec: Records) -> tuple[bool, str]:
-    """Whether section 2 applies, and why (actual training FLOPs, or the configured run's projection)."""
-    c = compute_facts(rec)
-    if not c.training.is_open and presumed_systemic(c.training.value):
-        return True, "training compute is greater than 1e25 FLOP"
-    if not c.projected.is_open and presumed_systemic(c.projected.value):
-        return True, "the configured run's projected compute is greater than 1e25 FLOP"
-    return False, ""
+    """Whether section 2 is prepared, and why: compute or projection above 1e25 FLOP, or within the accuracy margin
+    below it (compute.notification_reason), so that it exists before a notification could be due."""
+    why = notification_reason(rec)
+    return why is not None, why or ""
 
 
 def build(rec: Records) -> Document:
@@ -65,7 +62,7 @@ def build(rec: Records) -> Document:
     else:
         s2 = doc.section("2", "Section 2: providers of models with systemic risk")
         s2.text("Not applicable: neither the training compute nor the projected compute of the configured run is greater "
-                "than 1e25 FLOP (see section 1.2(d) and compute_check.md).")
+                "than 1e25 FLOP or within the 30% accuracy margin below it (see section 1.2(d) and compute_check.md).")
     return doc
 
 
@@ -146,6 +143,7 @@ def _detailed(s, rec: Records) -> None:
                                          time["device_name"], time["device_type"], time["nodes"], method="pretrain statistics.training", fmt=str))
     d.item("steps", "Optimizer steps", time["steps"])
     d.item("tokens_seen", "Tokens seen in training", time["tokens_seen"])
+    d.item("passes", "Passes over the training split (tokens seen / training-split tokens)", td.passes(rec))
 
     e = s.section("1.2.e", "(e) Known or estimated energy consumption")
     e.item("energy", "Training energy", energy_fact(rec))

@@ -128,8 +128,9 @@ class ThresholdVerdict:
         s = (f"{what} {sci(self.flops)} FLOP is below the 10^25 FLOP presumption (Art. 51(2)): {margin}, "
              f"{sci(self.difference)} FLOP short")
         if self.within_accuracy_margin:
-            s += ("; an estimate 30% low (the accuracy the guidelines require) would cross it: treat it as foreseeably "
-                  "met and prepare a notification")
+            s += ("; an estimate 30% low (the accuracy the guidelines require) would cross it: the threshold may "
+                  "foreseeably be met (Art. 52(1)); these documents therefore open Annex XI section 2 and ask whether the "
+                  "Commission was notified (the provider's assessment, not the pipeline's)")
         return s
 
 
@@ -177,6 +178,23 @@ def modification_status(dependencies: Fact, base_flops: Fact, training: Fact) ->
     inputs = (dependencies, training) if dependencies.value == [] else (dependencies, training, base_flops)
     return derive(modification_text, *inputs, fmt=str,
                   method="training compute (a) against one third of the base model's declared training compute")
+
+
+def notification_reason(rec: Records) -> str | None:
+    """Why a notification under Art. 52(1) may be due (compute or projection above 1e25 FLOP, or within the 30%
+    accuracy margin below it), or None. The margin is the guidelines' accuracy requirement read as "foreseeably
+    met": the documents say so, and leave the decision to the provider."""
+    c = compute_facts(rec)
+    for what, fact in (("training compute", c.training), ("the configured run's projected compute", c.projected)):
+        if fact.is_open:
+            continue
+        verdict = ThresholdVerdict.of(fact.value)
+        if verdict.presumed_systemic_risk:
+            return f"{what} is greater than 1e25 FLOP"
+        if verdict.within_accuracy_margin:
+            return (f"{what} is within the 30% accuracy margin below 1e25 FLOP (an estimate 30% low would cross it), so the "
+                    "threshold may foreseeably be met")
+    return None
 
 
 def threshold_check(flops: Fact, what: str) -> Fact:

@@ -7,7 +7,8 @@ reads to decide that: the reported estimate, how the count and the hardware boun
 
 from __future__ import annotations
 
-from stages.compliance.compute import GUIDELINES, compute_facts, threshold_check, training_time_facts
+from stages.compliance.compute import (GUIDELINES, compute_facts, notification_reason, threshold_check,
+                                      training_time_facts)
 from stages.compliance.document import Document
 from stages.compliance.facts import Records, constant, derive
 from stages.compliance.numbers import order_of_magnitude, sig2, with_sig2
@@ -52,6 +53,27 @@ def build(rec: Records) -> Document:
     plan.item("planned_tokens", "Planned tokens", rec.pretrain.projection.planned_tokens.fact(with_sig2))
     plan.item("projected_flops", "Projected training compute", c.projected)
     plan.item("verdict", "Check", threshold_check(c.projected, "Projected training compute"))
-    plan.text("Not counted, as the guidelines say: evaluations, failed experiments, activation recomputation. Counted when "
-              "they happen: fine-tuning and non-public synthetic-data generation for this model.")
+    plan.text("Not counted, as the guidelines say: evaluations, failed experiments, activation recomputation. This page "
+              "covers this run's pretraining only (the pretrain record): compute spent on this model outside this run "
+              "(a later fine-tuning, generating synthetic data for it) is not recorded by the pipeline and not in these "
+              "figures.")
+
+    notify = doc.section("3", "Notification to the Commission (Art. 52(1))")
+    why = notification_reason(rec)
+    if why is None:
+        notify.item("notification", "Notification", derive(
+            lambda t, p: "not due: neither figure is greater than 1e25 FLOP or within the 30% accuracy margin below it",
+            c.training, c.projected, method="sections 1 and 2 of this page", fmt=str))
+    else:
+        notify.text(f"A notification may be due within two weeks: {why}.")
+        notify.item("notification", "Notification (the provider's declaration)",
+                    rec.setting("systemic_risk.notification", why=why))
+
+    how = doc.section("4", "Assumptions of these figures (the pipeline's code)")
+    how.text("Tokens are the final step x the tokens per step (global batch x sequence length): steps redone after a "
+             "restart from a checkpoint are not counted again, so compute spent on them is missing from (a) and (b). "
+             "Training time is the sum of the training processes' lifetimes (the pretrain record's wall_time_s over its "
+             "segments), not calendar time: queueing and time between restarts are not in it. The hardware figure (c) "
+             "assumes every device computes at its peak for that whole time (utilisation 1): it is an upper bound, not "
+             "the guidelines' hardware-based estimate, which multiplies by the average utilisation.")
     return doc

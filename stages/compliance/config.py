@@ -157,7 +157,12 @@ class InferenceConfig(StrictModel):
 
 
 class SystemicRiskConfig(StrictModel):
-    """Annex XI section 2: asked for only when training compute crosses the systemic-risk presumption."""
+    """Annex XI section 2 and the Art. 52(1) notification: asked for only when training compute or the configured
+    run's projection crosses the systemic-risk presumption, or is within the 30% accuracy margin below it."""
+
+    notification: str | None = Field(
+        None, description="Whether and when the Commission was notified under Art. 52(1) (e.g. \"notified 2027-01-15, "
+        "reference ...\"), or the provider's reasons why the threshold will not be met.")
 
     evaluation_strategy: str | None = Field(None, description="Evaluation strategies, criteria and methodologies (Annex XI 2.1).")
     adversarial_testing: str | None = Field(None, description="Adversarial testing (red-teaming) measures and results (Annex XI 2.2).")

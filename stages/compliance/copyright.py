@@ -10,7 +10,7 @@ from __future__ import annotations
 from stages.compliance import training_data as td
 from stages.compliance.document import Document, Table
 from stages.compliance.facts import Fact, Records, constant
-from stages.compliance.summary import opt_out_row
+from stages.compliance.summary import OPT_OUT_AT_INGEST, opt_out_row
 
 DOC_ID = "copyright_policy"
 
@@ -46,8 +46,7 @@ def build(rec: Records) -> Document:
     else:
         tdm.item("crawler", "Crawling by the provider", Fact(False, "none: no source has category 'crawled'",
                                                              (td.source_key("category"),)))
-    tdm.text("Opted-out domains are applied at ingest, at every run: a reservation recorded after collection removes the "
-             "documents from the next training data.")
+    tdm.text(OPT_OUT_AT_INGEST)
 
     s.section("1.4", "Mitigating the risk of infringing outputs").item("output_safeguards", "Safeguards", rec.setting("copyright.output_safeguards"))
     s.section("1.5", "Point of contact and complaints").item("complaint_contact", "Contact and complaint mechanism",

@@ -70,6 +70,9 @@ def _general(doc: Document, rec: Records) -> None:
     c = s.section("1.3", "Modalities, overall training data size and other characteristics")
     c.item("modality", "Modality", td.modality())
     c.item("size_tokens", "Training data size (tokens, training split)", td.train_tokens(rec))
+    c.item("tokens_seen", "Tokens seen in training (the split, repeated as the mixture weights say)",
+           rec.pretrain.training.tokens_seen.fact())
+    c.item("passes", "Passes over the training split", td.passes(rec))
     c.item("size_bin", "Training data size bin (text)", td.size_bin(rec))
     c.item("tokenizer", "Tokens counted with", td.tokenizer_text(rec))
     c.item("content_types", "Types of content", content_types(rec))
@@ -173,8 +176,7 @@ def _processing(doc: Document, rec: Records) -> None:
     tdm.item("opt_out_removed", "Documents dropped because their domain reserved TDM rights", rec.ingest.per_filter["tdm_opt_out"].fact())
     tdm.add(Table("opt_out", "Opt-out protocols per source, honoured before and during collection", ["source", "protocols honoured",
                   "honoured by", "opted-out domains listed", "notes"], [opt_out_row(rec, src) for src in td.sources(rec)]))
-    tdm.text("After collection, at ingest: documents from domains listed as opted out are dropped with the reason "
-             "tdm_opt_out at every run, so a reservation recorded after collection takes effect on the next run.")
+    tdm.text(OPT_OUT_AT_INGEST)
 
     ill = s.section("3.2", "Removal of illegal content")
     lists = td.blocklist_rows(rec)
@@ -233,6 +235,12 @@ def content_types(rec: Records) -> Fact:
     names = [src.name for src in td.sources(rec)]
     return derive(lambda *d: {n: x for n, x in zip(names, d)}, *descs, method="the description of every source",
                   fmt=lambda d: "; ".join(f"{n}: {x}" for n, x in d.items()))
+
+
+OPT_OUT_AT_INGEST = (
+    "After collection, at ingest: this run's ingest stage dropped the documents from the domains each source lists as "
+    "opted out (reason tdm_opt_out; counted above). A reservation listed after this run's ingest is not applied to "
+    "this run's data: it takes effect when the ingest stage, and the stages after it, run again.")
 
 
 def source_row(rec: Records, src: td.SourceRecord) -> list[Fact]:

@@ -163,15 +163,27 @@ def language_rows(rec: Records) -> list[list[Fact]]:
 
 
 def language_mix_text(rec: Records) -> Fact:
-    per_lang = rec.shards.per_language.fact()
+    """The languages as trained (the mixture's weights), each with its share of the training split beside it: the two
+    differ whenever the mixture repeats or subsamples languages, and a reader must not take one for the other."""
+    per_lang, weights, policy = rec.shards.per_language.fact(), rec.shards.mixture.languages.fact(), rec.shards.mixture.policy.fact()
     total = train_tokens(rec)
 
-    def text(pl: dict, n: int) -> str:
-        shares = sorted(((lang, v.get("train_tokens", 0) / n) for lang, v in pl.items()), key=lambda kv: (-kv[1], kv[0])) if n else []
-        return f"{len(pl)} languages: " + ", ".join(f"{lang} {percent(s)}" for lang, s in shares)
+    def text(pl: dict, mix: dict, pol: str, n: int) -> str:
+        rows = sorted(((lang, mix.get(lang, {}).get("weight", 0.0), v.get("train_tokens", 0) / n if n else 0.0)
+                       for lang, v in pl.items()), key=lambda r: (-r[1], -r[2], r[0]))
+        return (f"{len(pl)} languages, trained at the mixture's weights ({pol}; share of the training split in brackets): "
+                + ", ".join(f"{lang} {percent(w)} ({percent(s)})" for lang, w, s in rows))
 
-    return derive(lambda pl, n: text(pl, n), per_lang, total,
-                  method="per-language train_tokens / total train_tokens, largest first", fmt=str)
+    return derive(text, per_lang, weights, policy, total,
+                  method="mixture weight per language; its train_tokens / total train_tokens in brackets", fmt=str)
+
+
+def passes(rec: Records) -> Fact:
+    """Tokens seen in training against the training split: how often the model saw its text on average."""
+    seen = rec.pretrain.training.tokens_seen.fact()
+    return derive(lambda s, n: round(s / n, 4) if n else None, seen, train_tokens(rec),
+                  method="tokens_seen / training-split tokens (the mixture decides which languages repeat)",
+                  fmt=lambda p: f"{p:.2f} passes over the training split on average")
 
 
 def documents_kept(rec: Records) -> Fact:

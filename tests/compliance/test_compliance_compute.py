@@ -26,22 +26,29 @@ def test_presumption_is_greater_than_1e25():
     assert presumed_systemic(1.01e25)
 
 
-@pytest.mark.parametrize("flops, systemic", [(9.9e24, False), (1.1e25, True)])
-def test_section_2_on_both_sides_of_the_threshold(run, demo_settings, flops, systemic):
+@pytest.mark.parametrize("flops, section_2", [(7.0e24, False), (9.9e24, True), (1.1e25, True)])
+def test_section_2_and_the_notification_on_both_sides_of_the_threshold(run, demo_settings, flops, section_2):
     write_pretrain(run, flops=flops)
     bundle = generate(RunDir(run), demo_settings)
-    xi = values(bundle, annex_xi.DOC_ID)
+    xi, cc = values(bundle, annex_xi.DOC_ID), values(bundle, compute_check.DOC_ID)
     check = xi["1.2.d.check"]["text"]
-    assert set(annex_xi.REQUIRED_SECTION_2) <= set(xi) if systemic else not set(annex_xi.REQUIRED_SECTION_2) & set(xi)
+    assert set(annex_xi.REQUIRED_SECTION_2) <= set(xi) if section_2 else not set(annex_xi.REQUIRED_SECTION_2) & set(xi)
     assert xi["1.3.results"]["sources"] == ["evaluate/manifest.json: statistics.per_language"]  # for every model
-    if systemic:
+    needs = [i.need for i in bundle.open_items]
+    if flops > 1e25:
         assert "ABOVE" in check and "two weeks" in check
-        # section 2 asks for declarations the demo does not make: they are open, never invented
-        assert any("[compliance.systemic_risk] adversarial_testing" in i.need for i in bundle.open_items)
+    if section_2:
+        # section 2 and the notification ask for declarations the demo does not make: open, never invented
+        assert any("[compliance.systemic_risk] adversarial_testing" in n for n in needs)
+        assert any("[compliance.systemic_risk] notification" in n for n in needs) and cc["3.notification"].get("open")
+        assert "may be due within two weeks" in bundle.files["compute_check.md"]
     else:
-        # 9.9e24 x 1.3 > 1e25: an estimate 30% low would cross the threshold
-        assert "below" in check and "30% low (the accuracy the guidelines require)" in check
         assert not bundle.open_items and not bundle.contradictions
+        assert cc["3.notification"]["text"].startswith("not due")
+    if flops == 9.9e24:  # 9.9e24 x 1.3 > 1e25: an estimate 30% low would cross the threshold
+        assert "below" in check and "30% low (the accuracy the guidelines require)" in check
+        assert "within the 30% accuracy margin" in bundle.files["annex_xi_technical_documentation.md"]
+        assert "treat it as foreseeably met" not in check
 
 
 def test_projection_above_threshold_makes_section_2_due(run, demo_settings):
