@@ -11,6 +11,7 @@ training compute, or the projected compute of the configured run, greater than 1
 from __future__ import annotations
 
 from stages.compliance import model_facts as mf
+from stages.compliance import evaluation as ev
 from stages.compliance import training_data as td
 from stages.compliance.compute import (BASE_MODEL_WHY, GUIDELINES, compute_facts, energy_fact, gpai_status, modification_status,
                                       notification_reason, threshold_check, training_time_facts)
@@ -156,8 +157,10 @@ def _evaluation(s, rec: Records) -> None:
     s.item("checkpoint", "Checkpoint evaluated", rec.evaluate.latest_step.fact(lambda v: f"step {v:,}"))
     s.item("sets", "Evaluation sets", rec.evaluate.eval_sets.fact())
     s.item("method", "Method", rec.evaluate.method.fact())
-    s.add(Table("evaluation", "Validation results per language (latest checkpoint evaluated)",
-                ["language", "validation loss", "bits per byte", "token accuracy"], evaluation_rows(rec), numeric=(1, 2, 3)))
+    s.item("capabilities", "What the results show", ev.capabilities_text(rec))
+    cols = ev.columns(rec)
+    s.add(Table("evaluation", "Results per language at the latest checkpoint evaluated, each with its standard error and "
+                "the documents or examples behind it", cols, ev.rows(rec), numeric=tuple(range(1, len(cols)))))
 
 
 def _systemic(doc: Document, rec: Records, why: str) -> None:
@@ -171,15 +174,3 @@ def _systemic(doc: Document, rec: Records, why: str) -> None:
     adv.item("model_adaptations", "Model adaptations", rec.setting("systemic_risk.model_adaptations"))
     s2.section("2.3", "System architecture").item("system_architecture", "How software components build or feed into each other",
                                                   rec.setting("systemic_risk.system_architecture"))
-
-
-def evaluation_rows(rec: Records) -> list[list[Fact]]:
-    per_lang = rec.evaluate.per_language
-    rows = []
-    for lang in sorted(per_lang.keys()):
-        figures = per_lang[lang]
-        rows.append([constant(lang, source=per_lang.where),
-                     figures["val_loss"].fact(lambda v: f"{v:.4f}"),
-                     figures["val_bits_per_byte"].fact(lambda v: f"{v:.4f}"),
-                     figures["val_token_accuracy"].fact(percent)])
-    return rows

@@ -6,6 +6,7 @@ the two documents cannot disagree.
 
 from __future__ import annotations
 
+from stages.compliance import evaluation as ev
 from stages.compliance import model_facts as mf
 from stages.compliance import training_data as td
 from stages.compliance.document import Document
@@ -19,7 +20,7 @@ REQUIRED = (
     "1.d.external_interaction", "1.e.software", "1.f.architecture", "1.f.total_params", "1.g.input", "1.g.output",
     "1.g.format", "1.h.licence",
     "2.a.integration_means", "2.a.required_hardware", "2.b.modality", "2.b.format", "2.b.max_size",
-    "2.c.type", "2.c.provenance", "2.c.curation",
+    "2.c.type", "2.c.provenance", "2.c.curation", "3.evaluated", "3.limitations",
 )
 
 
@@ -73,4 +74,8 @@ def build(rec: Records) -> Document:
     c2.item("provenance", "Provenance", td.provenance_text(rec))
     c2.item("curation", "Curation methods", td.curation_text(rec))
     c2.item("validation", "Testing and validation data", td.validation_text(rec))
+
+    s3 = doc.section("3", "Capabilities and limitations (Art. 53(1)(b)(i))")
+    s3.item("evaluated", "Capabilities and limitations shown by the evaluation", ev.capabilities_text(rec))
+    s3.item("limitations", "Known limitations (the provider's declaration)", rec.setting("model.known_limitations"))
     return doc

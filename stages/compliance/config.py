@@ -69,6 +69,9 @@ class ModelConfig(StrictModel):
     acceptable_use_policy: str | None = Field(None, description="Link to the acceptable use policy, or a statement that none exists.")
     intended_uses: list[str] | None = Field(None, description="Tasks the model is intended to perform.")
     restricted_uses: list[str] | None = Field(None, description="Uses restricted or prohibited by the provider; [] when none.")
+    known_limitations: str | None = Field(
+        None, description="Limitations downstream providers must know beyond what the evaluation figures show (Annex XII, "
+        "Art. 53(1)(b)(i)): e.g. languages or domains it was not trained or evaluated on, no safety tuning.")
     ai_system_types: list[str] | None = Field(None, description="Types and nature of AI systems it can be integrated into.")
     integration_means: str | None = Field(
         None, description="Technical means to integrate it: instructions for use, infrastructure, tools (Annex XI 2(a), XII 2(a)).")

@@ -73,7 +73,8 @@ def pretrain_statistics(*, flops: float | None = None, projected: float | None =
 def evaluate_statistics(langs: list[str]) -> dict[str, Any]:
     return _validated("evaluate", {
         "latest_step": 100, "checkpoints_evaluated": [25, 50, 75, 100],
-        "per_language": {lang: {"val_loss": 5.25 + i / 8, "val_bits_per_byte": 2.5 + i / 16, "val_token_accuracy": 0.125}
+        "per_language": {lang: {"val_loss": 5.25 + i / 8, "val_bits_per_byte": 2.5 + i / 16, "val_token_accuracy": 0.125,
+                                "val_bits_per_byte_stderr": 0.0625, "val_documents": 3.0, "val_tokens": 400.0}
                          for i, lang in enumerate(langs)},
         "eval_sets": ["val"], "flagged": [], "missing": {"val": []}, "sources": {"val": {lang: "shards/val" for lang in langs}},
         "tasks": [], "regression_threshold": 0.05, "regression_sigma": 2.0,
