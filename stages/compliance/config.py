@@ -12,7 +12,7 @@ declaration that there is nothing to list (e.g. `dependencies = []` for a model 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -69,6 +69,10 @@ class ModelConfig(StrictModel):
     acceptable_use_policy: str | None = Field(None, description="Link to the acceptable use policy, or a statement that none exists.")
     intended_uses: list[str] | None = Field(None, description="Tasks the model is intended to perform.")
     restricted_uses: list[str] | None = Field(None, description="Uses restricted or prohibited by the provider; [] when none.")
+    release_export: Literal["bf16", "fp32"] | None = Field(
+        None, description="The distributed form: the Hugging Face export of the final checkpoint in this dtype. The "
+        "compliance stage reuses export/step-<N>-<dtype>/ (`europa export hf`) or writes it there, and the documents' "
+        "authenticity digests are its files'. Unset: they are the training checkpoint's and the tokenizer's.")
     known_limitations: str | None = Field(
         None, description="Limitations downstream providers must know beyond what the evaluation figures show (Annex XII, "
         "Art. 53(1)(b)(i)): e.g. languages or domains it was not trained or evaluated on, no safety tuning.")

@@ -177,6 +177,13 @@ def _release(rec: Records) -> list[Contradiction]:
             out.append(Contradiction(
                 "released_but_a_text_says_not", f"the model is declared released, yet {config_key(key)} says: {text!r}",
                 (config_key("model.released"), config_key(key)), "rewrite the text for the released model"))
+    if m.released is True and m.release_export is None:
+        out.append(Contradiction(
+            "released_without_an_export", "the model is declared released, yet no released form is declared: the "
+            "authenticity digests would describe the training checkpoint (with the optimizer state), not what is "
+            "distributed", (config_key("model.released"), config_key("model.release_export")),
+            "declare [compliance.model] release_export = \"bf16\" (the Hugging Face export the compliance stage writes "
+            "or reuses)"))
     if m.released is False and channels and not all(c.strip().lower().startswith("none") for c in channels):
         out.append(Contradiction(
             "distributed_but_not_released", f"the model is declared not released, yet distributed through {channels}",
@@ -303,6 +310,7 @@ CHECK_NAMES: tuple[str, ...] = (
     "user_data_source_declared_unused", "synthetic_models_without_synthetic_data",
     "energy_both_stated_and_not_available",
     "released_without_distribution", "released_but_a_text_says_not", "distributed_but_not_released",
+    "released_without_an_export",
     "crawled_source_without_domains", "crawler_opt_out_not_recorded", "crawled_but_a_text_says_not",
     "opted_out_domain_kept", "source_version_differs", "projection_arithmetic",
     "tokens_seen_beyond_the_mixture", "mixture_and_split_languages_differ",

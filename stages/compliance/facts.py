@@ -24,7 +24,9 @@ from pipeline.manifest import MANIFEST_NAME, Manifest
 from pipeline.records import declared_in, load_record
 from pipeline.rundir import RunDir
 from pipeline.secrets import MASK
+from stages.compliance import release
 from stages.compliance.config import ComplianceConfig
+from stages.compliance.release import ReleasedExport
 
 if TYPE_CHECKING:
     from pipeline.stage import StageContext
@@ -61,7 +63,7 @@ def source_kind(source: str) -> str:
     pipeline's code or the text of the law."""
     if source.startswith(DECLARED_PREFIX):
         return DECLARED
-    if f"/{MANIFEST_NAME}: " in source:
+    if f"/{MANIFEST_NAME}: " in source or source.endswith(f"/{release.SHA256SUMS}"):
         return MEASURED
     return FIXED
 
@@ -211,6 +213,7 @@ class Records:
     settings: ComplianceConfig
     manifests: dict[str, Manifest | None] = field(default_factory=dict)
     records: dict[str, BaseModel | None] = field(default_factory=dict)
+    export: ReleasedExport | None = None  # the released Hugging Face export, when declared and written
 
     @classmethod
     def load(cls, run_dir: RunDir, settings: ComplianceConfig) -> Records:
@@ -219,13 +222,15 @@ class Records:
         manifests = {stage: run_dir.manifest(stage) for stage in RECORD_STAGES}
         records = {stage: load_record(run_dir, stage, m, "compliance") if m is not None else None
                    for stage, m in manifests.items()}
-        return cls(run_dir, settings, manifests, records)
+        return cls(run_dir, settings, manifests, records,
+                   release.load(run_dir, settings.model.release_export, records.get("pretrain")))
 
     @classmethod
     def from_context(cls, ctx: StageContext[ComplianceConfig]) -> Records:
         """From the stage's context: the upstream manifests and records the executor loaded and validated."""
         return cls(ctx.run_dir, ctx.settings, {s: ctx.upstream.get(s) for s in RECORD_STAGES},
-                   {s: ctx.records.get(s) for s in RECORD_STAGES})
+                   {s: ctx.records.get(s) for s in RECORD_STAGES},
+                   release.load(ctx.run_dir, ctx.settings.model.release_export, ctx.records.get("pretrain")))
 
     # --- records ------------------------------------------------------------------------------------
     def has(self, stage: str) -> bool:

@@ -39,8 +39,10 @@ def release_date(rec: Records, key: str = "model.release_date") -> Fact:
     return rec.setting(key, why="unless [compliance.model] released = false")
 
 
-# The files a user needs to run the model: the final checkpoint (pretrain record) and the tokenizer files that load
-# it (tokenizer manifest outputs). Paths are relative to the run directory, as `sha256sum -c` checks them.
+# The files a user runs the model from: the released Hugging Face export when [compliance.model] release_export
+# declares one (stages/compliance/release.py), else the final training checkpoint (pretrain record) and the
+# tokenizer files that load it (tokenizer manifest outputs). Paths are relative to the run directory, as
+# `sha256sum -c` checks them.
 TOKENIZER_RELEASED = ("tokenizer.model", "tokenizer.json", "tokenizer_config.json")
 SHA256_FILE = "released_files.sha256"
 DIGEST_METHOD = (f"sha256 of each file's bytes, as `sha256sum` computes it; {SHA256_FILE} lists them in sha256sum's "
@@ -48,7 +50,18 @@ DIGEST_METHOD = (f"sha256 of each file's bytes, as `sha256sum` computes it; {SHA
 
 
 def released_files(rec: Records) -> Fact:
-    """[{path, sha256, bytes}] of every released file, from the records (nothing is read or hashed here)."""
+    """[{path, sha256, bytes}] of every released file, from the records (nothing is hashed here)."""
+    dtype = rec.settings.model.release_export
+    if dtype is not None:
+        ex = rec.export
+        if ex is None:
+            return open_fact(f"the {dtype} Hugging Face export of the final checkpoint ([compliance.model] release_export): "
+                             "run the compliance stage (it writes export/step-<N>-" + dtype + "/), or europa export hf "
+                             f"--dtype {dtype}")
+        files = [{"path": f"{ex.folder}/{name}", "sha256": digest, "bytes": size} for name, digest, size in ex.files]
+        return Fact(files, _files_text(files), (ex.sums,),
+                    f"the Hugging Face export ({dtype}) of checkpoint step-{ex.step}: every file of the folder, with the "
+                    "sha256 europa export wrote while writing it")
     ckpt = rec.pretrain.checkpoint.files.fact()
     tok = rec.manifests.get("tokenizer")
     if tok is None:
@@ -65,7 +78,9 @@ def released_files(rec: Records) -> Fact:
 
     tokenizer_outputs = Fact(True, "", ("tokenizer/manifest.json: outputs[].sha256",))
     return derive(lambda ck, _: files(ck), ckpt, tokenizer_outputs,
-                  method="the final checkpoint's files and the tokenizer files, each with its sha256", fmt=_files_text)
+                  method="the final training checkpoint's files (torchtitan DCP, with the optimizer state: not a "
+                         "distributable form; declare [compliance.model] release_export for the export's) and the "
+                         "tokenizer files, each with its sha256", fmt=_files_text)
 
 
 def _files_text(files: list[dict]) -> str:

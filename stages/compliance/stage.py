@@ -28,21 +28,21 @@ class ComplianceStage(RunStage[ComplianceConfig]):
         from stages.compliance.annex_xi import systemic
         from stages.compliance.compute import compute_facts
         from stages.compliance.facts import Records
+        from stages.compliance import release
+        from stages.compliance.contradictions import contradictions
         from stages.compliance.generate import FormSchemaError, generate, write
 
         cfg = ctx.settings
+        if cfg.strict:  # refuse before writing the release export (hours for a large model)
+            _refuse_under_strict([], contradictions(Records.from_context(ctx)))
+        release.ensure(ctx)  # the declared released form exists before the documents hash it
         rec = Records.from_context(ctx)
         try:
             bundle = generate(ctx.run_dir, cfg, rec)
         except FormSchemaError as e:
             raise StageError(f"stage compliance: {e}") from None
-        if cfg.strict and (bundle.open_items or bundle.contradictions):
-            needs = [f"contradiction {c.check}: {c.message}" for c in bundle.contradictions] + [i.need for i in bundle.open_items]
-            more = f" (and {len(needs) - MAX_ITEMS_IN_ERROR} more)" if len(needs) > MAX_ITEMS_IN_ERROR else ""
-            raise StageError(
-                f"stage compliance: {len(bundle.open_items)} open item(s) and {len(bundle.contradictions)} contradiction(s) "
-                f"while [compliance] strict = true: {' | '.join(needs[:MAX_ITEMS_IN_ERROR])}{more}; provide or fix them "
-                "(see open_items.md), or set strict = false to publish with them listed")
+        if cfg.strict:
+            _refuse_under_strict(bundle.open_items, bundle.contradictions)
         files = write(bundle, out_dir)
         comp = compute_facts(rec)
         applies, why = systemic(rec)
@@ -76,3 +76,14 @@ class ComplianceStage(RunStage[ComplianceConfig]):
         if s.contradictions:
             lines += ["", "Contradictions:"] + [f"- {c.check}: {c.message}" for c in s.contradictions]
         return "\n".join(lines) + "\n"
+
+
+def _refuse_under_strict(open_items: list, found: list) -> None:
+    if not (open_items or found):
+        return
+    needs = [f"contradiction {c.check}: {c.message}" for c in found] + [i.need for i in open_items]
+    more = f" (and {len(needs) - MAX_ITEMS_IN_ERROR} more)" if len(needs) > MAX_ITEMS_IN_ERROR else ""
+    raise StageError(
+        f"stage compliance: {len(open_items)} open item(s) and {len(found)} contradiction(s) "
+        f"while [compliance] strict = true: {' | '.join(needs[:MAX_ITEMS_IN_ERROR])}{more}; provide or fix them "
+        "(see open_items.md), or set strict = false to publish with them listed")

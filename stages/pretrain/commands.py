@@ -165,30 +165,13 @@ def export_destination(rd: RunDir, out: str) -> Path:
 
 
 def cmd_export(args) -> int:
-    from europa_model.flavors import build_model_args
-    from europa_model.hf import export_checkpoint
-    from europa_model.hf.config import known_differences
-    from stages.pretrain.model_card import model_card
+    from stages.pretrain.export import default_folder, export_run_checkpoint
 
     rd, config, ckpt, info = _checkpoint_and_model(args)
-    out = rd.export_dir(f"{ckpt.name}-{args.dtype}") if args.out is None else export_destination(rd, args.out)
+    out = default_folder(rd, ckpt.step, args.dtype) if args.out is None else export_destination(rd, args.out)
     live = _in_live_job(rd, ckpt)
-    card = model_card(rd, config, step=ckpt.step, flavor=info.flavor, vocab_size=info.vocab_size, dtype=args.dtype,
-                      known_differences=known_differences(build_model_args(info.flavor, info.vocab_size, **info.routing)),
-                      training_in_progress=live)
-    shown = [0.0]
-
-    def progress(done: int, total: int) -> None:
-        import time
-
-        if time.monotonic() - shown[0] >= 2 or done == total:
-            shown[0] = time.monotonic()
-            print(f"europa: export: {done / 1e6:,.0f} of {total / 1e6:,.0f} MB", file=sys.stderr)
-
     try:
-        res = export_checkpoint(ckpt.path, info.flavor, info.vocab_size, out, dtype=args.dtype, routing=info.routing,
-                                tokenizer_dir=rd.stage_dir("tokenizer"), overwrite=args.force, progress=progress,
-                                extra_files={"README.md": card})
+        res = export_run_checkpoint(rd, config, ckpt, info, args.dtype, out, overwrite=args.force, live=live)
     except ValueError as e:  # ExportError and kin: one line naming the file and the fix
         hint = " (or pass --force to replace it)" if "already exists" in str(e) else ""
         raise UsageError(f"export hf: {e}{hint}") from None

@@ -112,6 +112,8 @@ def test_form_json_validates_and_schema_catches_errors(run, demo_settings):
 
 def test_a_missing_declaration_is_listed_and_strict_fails(run, tmp_path):
     settings = settings_without(demo_compliance_section(), "model.licence")
+    # the fake pretrain record has no checkpoint to export
+    settings = settings.model_copy(update={"model": settings.model.model_copy(update={"release_export": None})})
     bundle = generate(RunDir(run), settings)
     assert [i.need.split(":")[0] for i in bundle.open_items] == ["set [compliance.model] licence in the run config"]
     used_by = bundle.open_items[0].used_by

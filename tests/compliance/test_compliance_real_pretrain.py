@@ -16,6 +16,8 @@ import pytest
 from pipeline.cli import main
 from pipeline.rundir import RunDir
 from stages.compliance.generate import generate
+from stages.compliance.stage import ComplianceStage
+from tests.compliance.test_compliance_documents import _ctx
 from tests.compliance.fake_records import LANGS, upstream_config, write_evaluate
 from tests.conftest import write_config
 
@@ -56,9 +58,29 @@ def test_documents_from_a_real_pretrain_record(upstream_run, tmp_path, udhr_dir,
     xi = bundle.provenance["documents"]["annex_xi_technical_documentation"]["values"]
     assert xi["1.2.d.device_hours"]["sources"] == ["pretrain/manifest.json: statistics.training.device_hours"]
     assert "below the 10^25 FLOP presumption" in xi["1.2.d.check"]["text"]
-    # authenticity with standard tools: sha256sum checks every released file of the run
+    # without a declared released form the digests are the training checkpoint's, and say so
+    assert len(form["general"]["authenticity"]["files"]) == len(stats["checkpoint"]["files"]) + 3
+    assert "not a distributable form" in bundle.files["annex_xii_downstream_information.md"]
+
+    # with one, the stage writes the Hugging Face export of the final checkpoint and the digests are its files';
+    # sha256sum checks every one of them
+    released = demo_settings.model_copy(update={"model": demo_settings.model.model_copy(update={"release_export": "bf16"})})
+    out = tmp_path / "staging"
+    out.mkdir()
+    ComplianceStage().run(_ctx(run, released), out)
+    export = run / "export" / "step-4-bf16"
+    sums = (out / "released_files.sha256").read_text()
+    names = sorted(line.split("  ")[1] for line in sums.splitlines())
+    assert names == sorted(f"export/step-4-bf16/{p.name}" for p in export.iterdir() if p.name != "SHA256SUMS")
+    assert any(n.endswith(".safetensors") for n in names) and "export/step-4-bf16/README.md" in names
     (run / "compliance").mkdir()
-    (run / "compliance" / "released_files.sha256").write_text(bundle.files["released_files.sha256"])
+    (run / "compliance" / "released_files.sha256").write_text(sums)
     check = subprocess.run(["sha256sum", "-c", "compliance/released_files.sha256"], cwd=run, capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
-    assert len(form["general"]["authenticity"]["files"]) == len(stats["checkpoint"]["files"]) + 3
+    prov = json.loads((out / "provenance.json").read_text())
+    auth = prov["documents"]["annex_xii_downstream_information"]["values"]["2.a.released_files"]
+    assert auth["sources"] == ["export/step-4-bf16/SHA256SUMS"] and auth["kind"] == "measured"
+    # a second run reuses the finished export (same files, same digests)
+    before = {p.name: p.stat().st_mtime_ns for p in export.iterdir()}
+    ComplianceStage().run(_ctx(run, released), tmp_path / "again")
+    assert {p.name: p.stat().st_mtime_ns for p in export.iterdir()} == before

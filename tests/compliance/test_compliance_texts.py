@@ -25,7 +25,7 @@ def with_(settings, section: str, **changes):
     return settings.model_copy(update={section: getattr(settings, section).model_copy(update=changes)})
 
 
-RELEASED_TEXTS = {"distribution_channels": ["weights download (demo)"], "downstream_channels": ["weights download (demo)"],
+RELEASED_TEXTS = {"release_export": "bf16", "distribution_channels": ["weights download (demo)"], "downstream_channels": ["weights download (demo)"],
                   "licence_category": "free and open-source licence (demo)"}
 
 
