@@ -181,6 +181,8 @@ def cmd_verify(args) -> int:
 
 def cmd_stage(args) -> int:
     module = stage_commands(args.name)
+    if module is not None and hasattr(module, "run_instead") and (code := module.run_instead(args)) is not None:
+        return code  # a stage option that writes without the executor (compliance --projected)
     overrides = module.stage_overrides(args) if module is not None and hasattr(module, "stage_overrides") else {}
     return run_stages(args.config, args.run_dir, [args.name], [args.name] if args.force else [], overrides)
 

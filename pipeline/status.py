@@ -68,6 +68,7 @@ def build_context(run_dir: RunDir, config: PipelineConfig, name: str, *, require
             raise StageError(
                 f"stage {name}: needs the {dep} stage's output in {run_dir.path}, which is missing; "
                 f"run `europa stage {dep} --run-dir {run_dir.path}` first"
+                + (" (or, before training, `europa stage compliance --projected`)" if name == "compliance" else "")
             )
         upstream[dep] = manifest
     if require_fresh_upstream:

@@ -23,7 +23,8 @@ def build(rec: Records) -> Document:
     doc = Document(DOC_ID, "Training compute and the systemic-risk presumption",
                    f"Art. 51(2) and 52(1) EU AI Act; {GUIDELINES} (compute estimation).")
     c = compute_facts(rec)
-    done = doc.section("1", "Training compute so far (cumulative, this run)")
+    done = doc.section("1", "Training compute of the planned run (projected: no step has run)" if rec.projected
+                       else "Training compute so far (cumulative, this run)")
     done.item("threshold", "Threshold", constant(1e25, "greater than 10^25 FLOP", source="Art. 51(2) EU AI Act"))
     done.item("flops_analytic", "(a) Architecture-based estimate (reported)", c.analytic)
     done.item("method_analytic", "(a) Method", c.method_analytic)

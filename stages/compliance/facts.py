@@ -54,15 +54,18 @@ class Fact:
         return " and ".join(kinds) if kinds else FIXED
 
 
-MEASURED, DECLARED, FIXED = "measured", "declared", "fixed"
+MEASURED, DECLARED, FIXED, PROJECTED = "measured", "declared", "fixed", "projected"
+PROJECTED_PREFIX = "projected "  # stages/compliance/projected.py: origin
 
 
 def source_kind(source: str) -> str:
     """Evidence or declaration: `measured` cites a stage's record (what the run did, written by the stage that did
-    it), `declared` a key of the run config (what a person states and the pipeline cannot check), `fixed` the
-    pipeline's code or the text of the law."""
+    it), `declared` a key of the run config (what a person states and the pipeline cannot check), `projected` the
+    planner's estimate before training (`--projected`), `fixed` the pipeline's code or the text of the law."""
     if source.startswith(DECLARED_PREFIX):
         return DECLARED
+    if source.startswith(PROJECTED_PREFIX):
+        return PROJECTED
     if f"/{MANIFEST_NAME}: " in source or source.endswith(f"/{release.SHA256SUMS}"):
         return MEASURED
     return FIXED
@@ -116,13 +119,14 @@ class Traced:
     the manifest field; `.value` is the typed value for computing with (None when absent).
     """
 
-    __slots__ = ("_stage", "_type", "_value", "_path", "_found", "_stage_present", "_declared")
+    __slots__ = ("_stage", "_type", "_value", "_path", "_found", "_stage_present", "_declared", "_origin")
 
     def __init__(self, stage: str, tp: Any, value: Any, path: tuple[str, ...], found: bool, stage_present: bool,
-                 declared: str | None = None):
+                 declared: str | None = None, origin: str | None = None):
         self._stage, self._type, self._value, self._path = stage, tp, value, path
         self._found, self._stage_present = found, stage_present
         self._declared = declared  # the config key a declared field copies (pipeline/records.py: declared)
+        self._origin = origin or f"{stage}/{MANIFEST_NAME}"  # the record's file, or a projection (projected.py)
 
     def __getattr__(self, name: str) -> Traced:
         if name.startswith("_"):
@@ -132,12 +136,13 @@ class Traced:
             raise AttributeError(f"{self.where} is a {_type_name(self._type)}, not a table with field {name!r}")
         if name not in model.model_fields:
             raise AttributeError(f"{model.__name__} (stages/{self._stage}/record.py) has no field {name!r}")
-        value = getattr(self._value, name) if self._found and self._value is not None else None
+        # getattr with a default: a projected record (model_construct) leaves unknown fields absent
+        value = getattr(self._value, name, None) if self._found and self._value is not None else None
         key = declared_in(model.model_fields[name])
         declared = (f"{self._declared}.{name}" if self._declared else
                     key.format(key=self._path[-1] if self._path else "") if key else None)
         return Traced(self._stage, model.model_fields[name].annotation, value, self._path + (name,),
-                      self._found and self._value is not None, self._stage_present, declared)
+                      self._found and self._value is not None, self._stage_present, declared, self._origin)
 
     def __getitem__(self, key: str | int) -> Traced:
         tp = _unwrap(self._type)
@@ -148,7 +153,7 @@ class Traced:
         found = self._found and (key in value if isinstance(value, dict) else
                                  isinstance(value, list) and isinstance(key, int) and 0 <= key < len(value))
         return Traced(self._stage, args[-1], value[key] if found else None, self._path + (str(key),), found,
-                      self._stage_present, self._declared)
+                      self._stage_present, self._declared, self._origin)
 
     def keys(self) -> list[str]:
         return list(self._value) if self._found and isinstance(self._value, dict) else []
@@ -162,7 +167,7 @@ class Traced:
 
     @property
     def where(self) -> str:
-        return f"{self._stage}/{MANIFEST_NAME}: " + ".".join(("statistics",) + self._path)
+        return f"{self._origin}: " + ".".join(("statistics",) + self._path)
 
     def fact(self, fmt: Callable[[Any], str] = show) -> Fact:
         """The field as a fact; open (naming the field) when the stage did not run, or the field is absent or masked."""
@@ -214,6 +219,8 @@ class Records:
     manifests: dict[str, Manifest | None] = field(default_factory=dict)
     records: dict[str, BaseModel | None] = field(default_factory=dict)
     export: ReleasedExport | None = None  # the released Hugging Face export, when declared and written
+    origins: dict[str, str] = field(default_factory=dict)  # stage -> what its record is, when not its manifest
+    projected: bool = False  # written before training from the plan (projected.py)
 
     @classmethod
     def load(cls, run_dir: RunDir, settings: ComplianceConfig) -> Records:
@@ -232,6 +239,17 @@ class Records:
                    {s: ctx.records.get(s) for s in RECORD_STAGES},
                    release.load(ctx.run_dir, ctx.settings.model.release_export, ctx.records.get("pretrain")))
 
+    @classmethod
+    def projected_from(cls, run_dir: RunDir, config: Any, settings: ComplianceConfig, config_path: str) -> Records:
+        """Before training: the pretrain record as the planner projects it from `config`; no other record."""
+        from stages.compliance.projected import origin, projected_pretrain
+
+        record, _ = projected_pretrain(config)
+        records: dict[str, BaseModel | None] = {s: None for s in RECORD_STAGES}
+        records["pretrain"] = record
+        return cls(run_dir, settings, {s: None for s in RECORD_STAGES}, records, None,
+                   {"pretrain": origin(config_path)}, True)
+
     # --- records ------------------------------------------------------------------------------------
     def has(self, stage: str) -> bool:
         return self.records.get(stage) is not None
@@ -240,7 +258,8 @@ class Records:
         from pipeline.registry import record_model
 
         value = self.records.get(stage)
-        return Traced(stage, record_model(stage), value, (), value is not None, value is not None)
+        return Traced(stage, record_model(stage), value, (), value is not None, value is not None,
+                      origin=self.origins.get(stage))
 
     @property
     def ingest(self) -> Traced:

@@ -91,10 +91,26 @@ def _kept(step: int, files: dict[str, FileDigest]) -> KeptCheckpoint:
                           hashed_at_publish=sum(not f.on_ranks for f in files.values()))
 
 
+def model_facts(settings: PretrainConfig, vocab_size: int) -> ModelFacts:
+    """The model of `[pretrain]` with the tokenizer's vocabulary: what the record (and a projection) says it is."""
+    from europa_model.flavors import FLAVORS, count_parameters
+
+    f = FLAVORS[settings.flavor]
+    counts = count_parameters(settings.flavor, vocab_size)
+    return ModelFacts(
+        flavor=settings.flavor,
+        architecture="decoder-only transformer, Mixture-of-Experts (DeepSeek-V3 / Kimi-K2 layers: MLA attention, "
+                     f"{f.num_experts} routed experts top-{f.top_k} + {f.num_shared_experts} shared, "
+                     f"first {f.n_dense_layers} layers dense), built with torchtitan",
+        vocab_size=vocab_size, total_params=counts["total"], active_params=counts["active"],
+        active_matmul_params=counts["active_matmul"], dim=f.dim, n_layers=f.n_layers,
+        n_dense_layers=f.n_dense_layers, num_experts=f.num_experts, top_k=f.top_k,
+        num_shared_experts=f.num_shared_experts, context_length=settings.seq_len)
+
+
 def training_statistics(settings: PretrainConfig, folder: Path, digests: Digests | None = None) -> PretrainRecord:
     """The stage's record from a finished job folder (the contract compliance reads: record.py); `digests`:
     `checkpoint_digests(folder)`, computed here when not given."""
-    from europa_model.flavors import FLAVORS, count_parameters
     from europa_model.flops import training_flops_per_token
 
     info = jobdir.job_info(folder)
@@ -104,8 +120,6 @@ def training_statistics(settings: PretrainConfig, folder: Path, digests: Digests
     if info is None or not rows:
         raise StageError(f"stage pretrain: {folder} lacks job_info.json or metrics.jsonl; the job did not start "
                          "properly; rerun with --force")
-    f = FLAVORS[settings.flavor]
-    counts = count_parameters(settings.flavor, info.vocab_size)
     tokens = final.step * settings.tokens_per_step
     per_token = training_flops_per_token(settings.flavor, info.vocab_size, settings.seq_len)
     device_seconds = sum(s.seconds * s.world_size for s in segs)
@@ -113,15 +127,7 @@ def training_statistics(settings: PretrainConfig, folder: Path, digests: Digests
     digests = checkpoint_digests(folder) if digests is None else digests
     files = [CheckpointFile(path=p, sha256=d.sha256, bytes=d.bytes) for p, d in digests[final.step].items()]
     return PretrainRecord(
-        model=ModelFacts(
-            flavor=settings.flavor,
-            architecture="decoder-only transformer, Mixture-of-Experts (DeepSeek-V3 / Kimi-K2 layers: MLA attention, "
-                         f"{f.num_experts} routed experts top-{f.top_k} + {f.num_shared_experts} shared, "
-                         f"first {f.n_dense_layers} layers dense), built with torchtitan",
-            vocab_size=info.vocab_size, total_params=counts["total"], active_params=counts["active"],
-            active_matmul_params=counts["active_matmul"], dim=f.dim, n_layers=f.n_layers,
-            n_dense_layers=f.n_dense_layers, num_experts=f.num_experts, top_k=f.top_k,
-            num_shared_experts=f.num_shared_experts, context_length=settings.seq_len),
+        model=model_facts(settings, info.vocab_size),
         training=Training(
             steps=final.step, tokens_seen=tokens, seq_len=settings.seq_len, global_batch_size=settings.global_batch,
             optimizer=settings.optimizer.name, lr=settings.optimizer.lr, precision=settings.precision,

@@ -79,11 +79,11 @@ def test_every_footnote_says_whether_it_is_measured_or_declared(run, demo_settin
     notes = [line for name, text in files.items() if name.endswith(".md") for line in text.splitlines()
              if re.match(r"^\[\^\d+\]: ", line)]
     assert len(notes) > 50
-    unlabelled = [n for n in notes if not re.match(r"^\[\^\d+\]: (measured|declared|fixed): ", n)]
+    unlabelled = [n for n in notes if not re.match(r"^\[\^\d+\]: (measured|declared|fixed|projected): ", n)]
     assert not unlabelled, unlabelled[:3]
     for n in notes:  # each source of a footnote is labelled, and the label is the source's own kind
         body = re.sub(r"^\[\^\d+\]: ", "", n)
-        for part in re.findall(r"(?:^|; )(measured|declared|fixed): (.+?)(?=; (?:measured|declared|fixed): | \(|$)", body):
+        for part in re.findall(r"(?:^|; )(measured|declared|fixed|projected): (.+?)(?=; (?:measured|declared|fixed): | \(|$)", body):
             assert source_kind(part[1]) == part[0], n
 
 
