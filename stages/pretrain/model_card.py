@@ -130,7 +130,11 @@ def model_card(rd: RunDir, config: PipelineConfig, *, step: int, flavor: str, vo
     else:
         total = sum(s.train_tokens for s in shards.per_language.values()) or 1
         weights = {lang: v.weight for lang, v in shards.mixture.languages.items()}
-        body += ["| language | documents kept | UTF-8 bytes kept | training tokens | share | mixture weight |",
+        if pretrain is not None and total > 1:
+            body += [f"Training saw {pretrain.training.tokens_seen:,} tokens: {pretrain.training.tokens_seen / total:.2f} "
+                     f"passes over the {total:,} tokens of the training split, drawn by the mixture weights below "
+                     "(the split tokens of a language, its share of the split, and the weight it was trained at).", ""]
+        body += ["| language | documents kept | UTF-8 bytes kept | split tokens | share of the split | mixture weight |",
                  "|---|---|---|---|---|---|"]
         for lang in languages:
             ing = ingest.per_language.get(lang)
