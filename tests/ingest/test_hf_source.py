@@ -184,3 +184,22 @@ def test_unsupported_data_files_are_refused_by_name(tmp_path, udhr_dir):
                        hf_config="{fineweb2}", languages=["pl"], licence="x", collected="2024-12")
     with pytest.raises(InputError, match="extra.csv .* is neither Parquet nor JSON lines"):
         hub_files(src, "pl")
+
+
+def test_the_revision_a_local_download_records_reaches_the_ingest_record(tmp_path, udhr_dir):
+    from huggingface_hub._local_folder import write_download_metadata
+
+    local = tmp_path / "fw2"
+    fineweb_like(local, udhr_dir, files=1)
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    for path in sorted(local.rglob("*.parquet")):  # what `hf download --local-dir` leaves beside the files
+        write_download_metadata(local, path.relative_to(local).as_posix(), commit, "etag")
+    cfg = write_config(tmp_path, hf_source(local, f'version = "{commit}"\n') + "[ingest.quality]\nmin_words = 10\n",
+                       languages='["pl", "et"]')
+    assert main(["stage", "ingest", "--config", str(cfg), "--run-dir", str(tmp_path / "run")]) == 0
+    record = json.loads((tmp_path / "run" / "ingest" / "manifest.json").read_text())["statistics"]["per_source"]["fineweb-2"]
+    assert record["version_found"] == commit and record["version"] == commit
+    from stages.ingest.readers import version_found
+
+    assert version_found(SourceConfig(name="x", kind="huggingface", repo="a/b", revision="v2.0.1", licence="l",
+                                      collected="2024-12", languages=["pl"])) == "v2.0.1"
