@@ -7,6 +7,8 @@ and no module of pipeline/ imports a stage. A stage package provides:
     config.py    its `[<stage>]` settings model
     record.py    the typed statistics its manifest carries (pipeline.records.Record)
     commands.py  optional: its own `europa` subcommands and `europa stage <name>` options
+    projected.py optional: its record as projected from a run config before the stage runs (the pretrain
+                 stage's planner), for documents written before training
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class StageParts:
     config: str  # "module:Class" of its settings model
     record: str  # "module:Class" of its record model
     commands: str | None = None  # module with add_commands / add_stage_options / stage_overrides
+    projection: str | None = None  # "module:function": config -> (its record projected before it runs, how)
 
 
 _PARTS: dict[str, StageParts] = {
@@ -45,7 +48,8 @@ _PARTS: dict[str, StageParts] = {
     "shards": StageParts("stages.shards.stage:ShardsStage", "stages.shards.config:ShardsConfig",
                          "stages.shards.record:ShardsRecord"),
     "pretrain": StageParts("stages.pretrain.stage:PretrainStage", "stages.pretrain.config:PretrainConfig",
-                           "stages.pretrain.record:PretrainRecord", "stages.pretrain.commands"),
+                           "stages.pretrain.record:PretrainRecord", "stages.pretrain.commands",
+                           "stages.pretrain.projected:projected_record"),
     "evaluate": StageParts("stages.evaluate.stage:EvaluateStage", "stages.evaluate.config:EvaluateConfig",
                            "stages.evaluate.record:EvaluateRecord", "stages.evaluate.commands"),
     "compliance": StageParts("stages.compliance.stage:ComplianceStage", "stages.compliance.config:ComplianceConfig",
@@ -80,6 +84,14 @@ def stage_config_model(name: str) -> type:
 
 def record_model(name: str) -> type:
     return load(_PARTS[check_stage_name(name)].record)
+
+
+def projected_record(name: str, config: Any) -> tuple[Any, str]:
+    """A stage's record as projected from the run config before the stage runs, and what the projection is."""
+    ref = _PARTS[check_stage_name(name)].projection
+    if ref is None:
+        raise UsageError(f"the {name} stage projects no record before it runs")
+    return load(ref)(config)
 
 
 def get_stage(name: str) -> Any:

@@ -137,7 +137,7 @@ def test_europa_model_holds_only_torchtitan_components():
 def test_the_registrys_plug_ins_exist():
     from pipeline import registry
 
-    refs = [r for p in registry._PARTS.values() for r in (p.stage, p.config, p.record, p.commands) if r]
+    refs = [r for p in registry._PARTS.values() for r in (p.stage, p.config, p.record, p.commands, p.projection) if r]
     refs += list(registry.ENGINES.values()) + list(registry.ORCHESTRATION_COMMANDS)
     missing = [r for r in refs if importlib.util.find_spec(r.partition(":")[0]) is None]
     assert missing == []

@@ -242,13 +242,14 @@ class Records:
     @classmethod
     def projected_from(cls, run_dir: RunDir, config: Any, settings: ComplianceConfig, config_path: str) -> Records:
         """Before training: the pretrain record as the planner projects it from `config`; no other record."""
-        from stages.compliance.projected import origin, projected_pretrain
+        from pipeline.registry import projected_record
+        from stages.compliance.projected import origin
 
-        record, _ = projected_pretrain(config)
+        record, band = projected_record("pretrain", config)
         records: dict[str, BaseModel | None] = {s: None for s in RECORD_STAGES}
         records["pretrain"] = record
         return cls(run_dir, settings, {s: None for s in RECORD_STAGES}, records, None,
-                   {"pretrain": origin(config_path)}, True)
+                   {"pretrain": origin(config_path, band)}, True)
 
     # --- records ------------------------------------------------------------------------------------
     def has(self, stage: str) -> bool:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pipeline.rundir import RunDir
 from pipeline.stage import InputError, StageContext
-from stages.pretrain.export import SHA256SUMS, complete_export, default_folder
+from stages.export import SHA256SUMS, complete_export, default_folder
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def ensure(ctx: StageContext) -> None:
         raise InputError(f"stage compliance: [compliance.model] release_export = {dtype!r}: the final checkpoint "
                          f"step-{step} of {ctx.run_dir.stage_dir('pretrain')} is not on disk (or has no job info); "
                          "rerun the pretrain stage, or remove release_export")
-    from stages.pretrain.export import export_run_checkpoint, stderr_progress
+    from stages.export import export_run_checkpoint, stderr_progress
 
     out = default_folder(ctx.run_dir, step, dtype)
     try:

@@ -165,7 +165,7 @@ def export_destination(rd: RunDir, out: str) -> Path:
 
 
 def cmd_export(args) -> int:
-    from stages.pretrain.export import default_folder, export_run_checkpoint
+    from stages.export import default_folder, export_run_checkpoint
 
     rd, config, ckpt, info = _checkpoint_and_model(args)
     out = default_folder(rd, ckpt.step, args.dtype) if args.out is None else export_destination(rd, args.out)

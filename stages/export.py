@@ -30,7 +30,7 @@ def export_run_checkpoint(rd: RunDir, config, ckpt, info, dtype: str, out: Path,
     from europa_model.flavors import build_model_args
     from europa_model.hf import export_checkpoint
     from europa_model.hf.config import known_differences
-    from stages.pretrain.model_card import model_card
+    from stages.model_card import model_card
 
     card = model_card(rd, config, step=ckpt.step, flavor=info.flavor, vocab_size=info.vocab_size, dtype=dtype,
                       known_differences=known_differences(build_model_args(info.flavor, info.vocab_size, **info.routing)),
