@@ -1,6 +1,6 @@
 """The Parquet schema of the ingest stage's output: what every later stage may rely on.
 
-data/<lang>/part-NNNNN.parquet      kept documents
+data/<lang>/part-NNNNN.parquet      kept documents, with `cluster_size`
 rejected/<lang>/part-NNNNN.parquet  removed documents, with `reason` (and `duplicate_of` for duplicates)
 """
 
@@ -31,7 +31,12 @@ DOCUMENT_FIELDS = [
     pa.field("n_words", pa.int32()),
 ]
 
-DOCUMENT_SCHEMA = pa.schema(DOCUMENT_FIELDS)
+DOCUMENT_FIELD_NAMES = [f.name for f in DOCUMENT_FIELDS]
+# Published kept documents only: 1 + the documents dropped as exact or near duplicates of this one (its exact
+# copies and the near duplicates it represents; exact copies of those near duplicates are not added). The shards
+# stage can upsample by it ([shards.mixture] rehydration).
+CLUSTER_SIZE = "cluster_size"
+DOCUMENT_SCHEMA = pa.schema(DOCUMENT_FIELDS + [pa.field(CLUSTER_SIZE, pa.int32(), nullable=False)])
 REJECTED_SCHEMA = pa.schema(DOCUMENT_FIELDS + [pa.field("reason", pa.string(), nullable=False), pa.field("duplicate_of", pa.string())])
 # Between run_unit and finalize only: dedup keys travel with the kept rows.
 UNIT_KEPT_SCHEMA = pa.schema(DOCUMENT_FIELDS + [pa.field("exact_key", pa.string()), pa.field("signature", pa.binary())])

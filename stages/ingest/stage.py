@@ -51,7 +51,7 @@ MAX_PIECES_PER_FILE = 1000
 
 class IngestStage(UnitStage[IngestConfig]):
     name = "ingest"
-    code_version = "3"
+    code_version = "4"
     config_model = IngestConfig
     steps = (DOCUMENTS, SIGNATURES, BUCKETS, COMPONENTS, CLUSTERS, FILTER)
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from stages.ingest.minhash import DedupConfig, find_duplicates
 from stages.ingest.reasons import EXACT_DUP, NEAR_DUP
-from stages.ingest.schema import DOCUMENT_SCHEMA, REJECTED_SCHEMA
+from stages.ingest.schema import CLUSTER_SIZE, DOCUMENT_FIELD_NAMES, DOCUMENT_SCHEMA, REJECTED_SCHEMA
 
 
 def dedup_in_memory(kept: pa.Table, cfg: DedupConfig) -> tuple[pa.Table, pa.Table]:
@@ -37,10 +37,12 @@ def dedup_in_memory(kept: pa.Table, cfg: DedupConfig) -> tuple[pa.Table, pa.Tabl
     is_dup = dup_of >= 0
     if not n:
         return DOCUMENT_SCHEMA.empty_table(), REJECTED_SCHEMA.empty_table()
-    final = kept.filter(pa.array(~is_dup)).select(DOCUMENT_SCHEMA.names).cast(DOCUMENT_SCHEMA)
+    size = (1 + np.bincount(dup_of[is_dup], minlength=n)).astype(np.int32)  # itself + what was dropped for it
+    final = (kept.select(DOCUMENT_FIELD_NAMES).append_column(CLUSTER_SIZE, pa.array(size))
+             .filter(pa.array(~is_dup)).cast(DOCUMENT_SCHEMA))
     idx = np.flatnonzero(is_dup)
     ids = kept.column("id").to_pylist()
-    dups = kept.take(pa.array(idx, pa.int64())).select(DOCUMENT_SCHEMA.names)
+    dups = kept.take(pa.array(idx, pa.int64())).select(DOCUMENT_FIELD_NAMES)
     dups = dups.append_column("reason", pa.array(reason[idx].tolist(), pa.string()))
     dups = dups.append_column("duplicate_of", pa.array([ids[j] for j in dup_of[idx]], pa.string()))
     return final, dups.cast(REJECTED_SCHEMA)

@@ -8,7 +8,8 @@ reproduced here exactly, in vectorised rounds over the pairs (`greedy_first_kept
 computed too, for the statistics and as the optional `rule="components"`. Either way the choice depends only on
 order keys, never on which worker or partition finished first.
 
-Output (`out_dir`): near-drops.parquet (doc, rep, rep_id) sorted by doc, and stats.json.
+Output (`out_dir`): near-drops.parquet (doc, rep, rep_id) sorted by doc, near-copies.parquet (rep, copies) sorted
+by rep (the documents dropped for each kept one: its cluster size - 1), and stats.json.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def _from_rounds(units: list[Path], labels_dir: Path, first_round_dir: Path, tmp
     doc, rep = read_labels([labels_dir])
     table = pa.table({"doc": doc, "rep": rep, "rep_id": files.resolve_ids(units, rep)}, schema=files.DROP_SCHEMA)
     files.write_sorted(tmp / files.NEAR_DROPS, table)
+    files.write_copies(tmp / files.NEAR_COPIES, rep)  # this partition's share: step 4 sums the partitions'
     return ClusterStats(settings=settings, rule="components", pairs_read=first.edges_in, pairs=first.edges_in,
                         docs_in_pairs=final.nodes, components=final.nodes - len(doc),
                         largest_component=final.largest_degree + 1 if final.nodes else 0, dropped=len(doc),
@@ -159,6 +161,7 @@ def _resolve(units: list[Path], pair_dirs: list[Path], tmp: Path, cfg: DedupConf
     doc, rep = nodes[dropped], nodes[dup_of[dropped]]
     table = pa.table({"doc": doc, "rep": rep, "rep_id": files.resolve_ids(units, rep)}, schema=files.DROP_SCHEMA)
     files.write_sorted(tmp / files.NEAR_DROPS, table)
+    files.write_copies(tmp / files.NEAR_COPIES, rep)
     return ClusterStats(settings=settings, rule=rule, pairs_read=int(n_pairs_read), pairs=int(len(a)), docs_in_pairs=n,
                         components=n_components, largest_component=largest, dropped=int(len(dropped)), rounds=rounds,
                         kept_by_greedy_not_by_components=greedy_kept - n_components)

@@ -6,7 +6,8 @@ single-process dedup keeps (its dict remembers the first index per key); every o
 as `duplicate_of`, also when that first occurrence is itself dropped later as a near duplicate. The
 representatives' ids are looked up in their units' ids.parquet (only the row groups that hold them).
 
-Output (`out_dir`): exact-drops.parquet (doc, rep, rep_id), sorted by doc order key, and stats.json.
+Output (`out_dir`): exact-drops.parquet (doc, rep, rep_id), sorted by doc order key; exact-copies.parquet (rep,
+copies), sorted by rep; and stats.json.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partit
     doc, rep = doc[by_doc], rep[by_doc]
     table = pa.table({"doc": doc, "rep": rep, "rep_id": files.resolve_ids(units, rep)}, schema=files.DROP_SCHEMA)
     files.write_sorted(tmp / files.EXACT_DROPS, table)
+    files.write_copies(tmp / files.EXACT_COPIES, rep)
     n_groups = int(first.sum())
     return ExactStats(settings=settings, partition=partition, rows_read=int(len(idx)), distinct=n_groups,
                       groups_with_copies=int(len(np.unique(group_start[dropped]))), dropped=int(len(dropped)))

@@ -31,6 +31,8 @@ BANDS, EXACT_ROWS, SIGNATURES, IDS = "bands.bin", "exact.bin", "signatures.npy",
 BAND_INDEX, EXACT_INDEX = "bands-index.npy", "exact-index.npy"
 # step 2, per partition; step 3, per language
 EXACT_DROPS, PAIRS, NEAR_DROPS = "exact-drops.parquet", "pairs.parquet", "near-drops.parquet"
+# beside the drops, by representative: how many documents each representative's drops are (cluster sizes)
+EXACT_COPIES, NEAR_COPIES = "exact-copies.parquet", "near-copies.parquet"
 # step 4, per input unit: bounded parts kept-NNNNN.parquet, duplicates-NNNNN.parquet; kept bytes per domain
 KEPT_PARTS, DUPLICATE_PARTS, DOMAINS = "kept", "duplicates", "domains.parquet"
 
@@ -46,6 +48,13 @@ BAND_RECORD = np.dtype([("band", "<u2"), ("key", "<u8"), ("exact", "<u8"), ("ord
 EXACT_RECORD = np.dtype([("hi", "<u8"), ("lo", "<u8"), ("ordinal", "<u4")])
 PAIR_SCHEMA = pa.schema([("a", pa.uint64()), ("b", pa.uint64())])
 DROP_SCHEMA = pa.schema([("doc", pa.uint64()), ("rep", pa.uint64()), ("rep_id", pa.string())])
+COPIES_SCHEMA = pa.schema([("rep", pa.uint64()), ("copies", pa.int64())])
+
+
+def write_copies(path: Path, rep: np.ndarray) -> None:
+    """(rep, number of drops naming it), sorted by rep: a unit reads its own representatives' range."""
+    reps, counts = np.unique(rep, return_counts=True)
+    write_sorted(path, pa.table({"rep": reps.astype(np.uint64), "copies": counts.astype(np.int64)}, schema=COPIES_SCHEMA))
 
 
 def settings_record(cfg: DedupConfig, partitions: int) -> DedupSettings:

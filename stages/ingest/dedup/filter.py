@@ -26,7 +26,7 @@ from stages.ingest.minhash import DedupConfig
 from stages.ingest.parts import PartWriter
 from stages.ingest.process import BATCH_DOCS, NO_DOMAIN
 from stages.ingest.reasons import EXACT_DUP, NEAR_DUP
-from stages.ingest.schema import DOCUMENT_SCHEMA, REJECTED_SCHEMA
+from stages.ingest.schema import CLUSTER_SIZE, DOCUMENT_FIELD_NAMES, DOCUMENT_SCHEMA, REJECTED_SCHEMA
 from stages.ingest.units import ClusterStats, ExactStats, FilterStats, SignatureStats
 
 DOMAIN_SCHEMA = pa.schema([("domain", pa.string()), ("bytes", pa.int64())])
@@ -80,6 +80,26 @@ def unit_drops(rank: int, exact_dirs: list[Path], near_dir: Path | Sequence[Path
     return ordinals, reason, table.column("rep_id").take(pa.array(order)).combine_chunks()
 
 
+def unit_copies(rank: int, exact_dirs: list[Path], near_dir: Path | Sequence[Path] | None,
+                cfg: DedupConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(ordinals, documents dropped in their favour) of the unit's representatives, by ordinal: exact copies of
+    the document plus the near duplicates dropped for it (summed over the partitions that name it)."""
+    first, last = keys.unit_range(rank)
+    sources = [(Path(d), files.EXACT_COPIES) for d in exact_dirs] if cfg.exact else []
+    if cfg.near:
+        near = [near_dir] if isinstance(near_dir, (str, Path)) else list(near_dir or [])
+        sources += [(Path(d), files.NEAR_COPIES) for d in near]
+    reps, counts = [], []
+    for d, name in sources:
+        t = files.read_range(d / name, "rep", first, last)
+        reps.append(t.column("rep").to_numpy())
+        counts.append(t.column("copies").to_numpy())
+    if not reps:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    ordinals, inverse = np.unique(keys.ordinal(np.concatenate(reps)), return_inverse=True)
+    return ordinals, np.bincount(inverse, weights=np.concatenate(counts)).astype(np.int64)
+
+
 def _filter(kept: Path, signatures_dir: Path, rank: int, exact_dirs: list[Path],
             near_dir: Path | Sequence[Path] | None, tmp: Path, cfg: DedupConfig, partitions: int, batch_rows: int, part_rows: int, keep_duplicates: bool) -> FilterStats:
     import pyarrow.compute as pc
@@ -88,6 +108,7 @@ def _filter(kept: Path, signatures_dir: Path, rank: int, exact_dirs: list[Path],
     files.read_finished(signatures_dir, "step-1 folder", SignatureStats, settings)
     step1 = files.read_index(signatures_dir)
     drop_ord, drop_reason, drop_rep = unit_drops(rank, exact_dirs, near_dir, cfg, partitions)
+    rep_ord, rep_copies = unit_copies(rank, exact_dirs, near_dir, cfg)
     reason_names = pa.array([EXACT_DUP, NEAR_DUP], pa.string())
     digest = hashlib.sha256()
     start = 0
@@ -97,7 +118,7 @@ def _filter(kept: Path, signatures_dir: Path, rank: int, exact_dirs: list[Path],
     domains: dict[str, int] = {}
     # One batch at a time (by default one row group of kept.parquet), only the columns written (not the dedup
     # keys), decoded on this thread: Arrow's reader threads cost a worker of one core memory, not time.
-    batches = pq.ParquetFile(kept, pre_buffer=False).iter_batches(batch_size=batch_rows, columns=DOCUMENT_SCHEMA.names,
+    batches = pq.ParquetFile(kept, pre_buffer=False).iter_batches(batch_size=batch_rows, columns=DOCUMENT_FIELD_NAMES,
                                                                   use_threads=False)
     for batch in batches:
         m = batch.num_rows
@@ -106,7 +127,10 @@ def _filter(kept: Path, signatures_dir: Path, rank: int, exact_dirs: list[Path],
         is_dup = np.zeros(m, dtype=bool)
         is_dup[drop_ord[lo:hi] - start] = True
         table = pa.Table.from_batches([batch])
-        keep = table.filter(pa.array(~is_dup)).cast(DOCUMENT_SCHEMA)
+        size = np.ones(m, dtype=np.int32)  # the cluster each document represents: itself + what was dropped for it
+        a, b = np.searchsorted(rep_ord, [start, start + m])
+        size[rep_ord[a:b] - start] += rep_copies[a:b].astype(np.int32)
+        keep = table.append_column(CLUSTER_SIZE, pa.array(size)).filter(pa.array(~is_dup)).cast(DOCUMENT_SCHEMA)
         if keep.num_rows:
             kept_out.write(keep)
             kept_docs += keep.num_rows
