@@ -106,6 +106,7 @@ def _detailed(s, rec: Records) -> None:
     c.item("type", "Type", td.modality())
     c.item("provenance", "Provenance", td.provenance_text(rec))
     c.item("curation", "Curation methods", td.curation_text(rec))
+    c.item("rehydration", "Upsampling by duplicate cluster size (rehydration)", td.rehydration_text(rec))
     c.item("data_points", "Number of data points", td.data_points(rec))
     c.item("scope", "Scope and main characteristics", td.language_mix_text(rec))
     c.item("obtained_selected", "How the data was obtained and selected", td.selection_text(rec))

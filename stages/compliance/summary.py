@@ -73,6 +73,7 @@ def _general(doc: Document, rec: Records) -> None:
     c.item("tokens_seen", "Tokens seen in training (the split, repeated as the mixture weights say)",
            rec.pretrain.training.tokens_seen.fact())
     c.item("passes", "Passes over the training split", td.passes(rec))
+    c.item("rehydration", "Upsampling by duplicate cluster size (rehydration)", td.rehydration_text(rec))
     c.item("size_bin", "Training data size bin (text)", td.size_bin(rec))
     c.item("tokenizer", "Tokens counted with", td.tokenizer_text(rec))
     c.item("content_types", "Types of content", content_types(rec))

@@ -213,6 +213,36 @@ def provenance_text(rec: Records) -> Fact:
     return derive(text, per_source, method="ingest per-source records", fmt=str)
 
 
+def rehydration_text(rec: Records) -> Fact:
+    """Whether the training split repeats documents by their duplicate cluster size, and what that added."""
+    if not rec.has("shards"):
+        return rec.shards.rehydration.fact()
+    r = rec.shards.rehydration
+    if r.value is None:
+        return Fact("none", "none: every training document is in the training split once", (r.where,),
+                    "rehydration absent in the shards record")
+    rows, table = r.rows.value, r.table.value
+
+    def text(rows_: list, added: int, tokens: int) -> str:
+        which = "FineWeb-2's published table" if table == "fineweb-2" else "the provider's table"
+        spans = ", ".join(f"{_size_span(rows_, i)} -> {c}" for i, (_, c) in enumerate(rows_))
+        return (f"each kept document is written into the training split as many times as {which} gives for the size "
+                f"of its duplicate cluster (cluster size -> copies: {spans}): {added:,} documents and {tokens:,} tokens "
+                "added, included in the training-split tokens")
+
+    return derive(text, r.rows.fact(), r.docs_added.fact(), r.tokens_added.fact(),
+                  method="the shards record's rehydration", fmt=str)
+
+
+def _size_span(rows: list[list[int]], i: int) -> str:
+    """Row i's cluster sizes: "5-99", "2", or "1000+" for the last row."""
+    lo = rows[i][0]
+    if i == len(rows) - 1:
+        return f"{lo}+"
+    hi = rows[i + 1][0] - 1
+    return f"{lo}-{hi}" if hi > lo else str(lo)
+
+
 def curation_text(rec: Records) -> Fact:
     """The curation steps as configured for ingest, with what each removed."""
     cfg = rec.manifest_field("ingest", "config")

@@ -9,7 +9,8 @@ from pipeline.records import Record
 
 
 class Totals(Record):
-    train_tokens: int = Field(description="Tokens of the training split, each once (EOS included).")
+    train_tokens: int = Field(description="Tokens of the training split (EOS included): each document once, or as many "
+                              "times as rehydration writes it.")
     train_docs: int
     val_tokens: int
     val_docs: int
@@ -43,6 +44,22 @@ class Mixture(Record):
     note: str | None = Field(None, description="Present when the epoch cap leaves planned tokens unallocated.")
 
 
+class LanguageRehydration(Record):
+    docs_added: int = Field(description="Training documents written beyond their first copy.")
+    tokens_added: int = Field(description="Their tokens (EOS included): part of train_tokens.")
+    docs_by_copies: dict[str, int] = Field(description="Training documents (first copies) by the copies written of each.")
+
+
+class Rehydration(Record):
+    """[shards.mixture] rehydration: the training split upsampled by ingest's duplicate cluster sizes."""
+
+    table: str = Field(description="fineweb-2 (FineWeb-2's published table) or table (the user's rows).")
+    rows: list[list[int]] = Field(description="[smallest cluster size, copies] rows that ran.")
+    docs_added: int
+    tokens_added: int
+    per_language: dict[str, LanguageRehydration]
+
+
 class ShardsRecord(Record):
     totals: Totals = Field(description="Over all languages.")
     per_language: dict[str, LanguageSplit] = Field(description="Keyed by ISO 639-1 code.")
@@ -51,3 +68,4 @@ class ShardsRecord(Record):
     shards: int = Field(description="Number of shards (train and validation).")
     mixture: Mixture = Field(description="The training mixture (mixture.json).")
     languages_without_validation: list[str] = Field(description="Languages too small for a validation document.")
+    rehydration: Rehydration | None = Field(None, description="Absent when every training document is written once.")

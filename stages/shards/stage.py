@@ -21,10 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.manifest import Manifest
-from pipeline.stage import Payload, StageContext, StageError, StageOutcome, Step, StepResults, Unit, UnitResult, UnitStage
+from pipeline.stage import (InputError, Payload, StageContext, StageError, StageOutcome, Step, StepResults, Unit,
+                            UnitResult, UnitStage)
 from stages.shards.config import ShardsConfig
 from stages.shards.index import IndexedShard, ShardIndex, ShardWritten
-from stages.shards.record import LanguageMixture, LanguageSplit, Mixture, ShardsRecord, Totals
+from stages.shards.record import (LanguageMixture, LanguageRehydration, LanguageSplit, Mixture, Rehydration,
+                                  ShardsRecord, Totals)
 
 Ctx = StageContext[ShardsConfig]
 
@@ -38,6 +40,9 @@ class TokenizePayload(Payload):
 class TokenizeResult(UnitResult):
     lang: str
     shards: list[ShardWritten]
+    docs_added: int = 0  # by rehydration (stages/shards/tokenize.py: Rehydrated)
+    tokens_added: int = 0
+    docs_by_copies: dict[str, int] = {}
 
 
 TOKENIZE = Step("tokenize", TokenizePayload, TokenizeResult)  # each unit: a run of one language's ingest files
@@ -117,16 +122,21 @@ class ShardsStage(UnitStage[ShardsConfig]):
         return [kept * size / total / bytes_per_token * itemsize for size in sizes]
 
     def run_unit(self, ctx: Ctx, unit: Unit, out_dir: Path) -> TokenizeResult:
-        from stages.shards.tokenize import RoundTripError, tokenize_files
+        from stages.shards.tokenize import MissingClusterSizes, Rehydrated, RoundTripError, tokenize_files
 
         p = TOKENIZE.payload_of(unit)
+        added = Rehydrated()
         try:
             records = tokenize_files(ctx.upstream_dir("tokenizer") / "tokenizer.model", [Path(f) for f in p.files],
                                      out_dir, seed=ctx.config.run.seed, val_threshold=p.val_threshold,
-                                     shard_bytes=ctx.settings.shard_bytes)
+                                     shard_bytes=ctx.settings.shard_bytes,
+                                     rehydration=ctx.settings.mixture.rehydration_table(), rehydrated=added)
         except RoundTripError as e:
             raise StageError(f"stage shards: {e}; retrain it (europa stage tokenizer --force)") from None
-        return TokenizeResult(lang=p.lang, shards=records)
+        except MissingClusterSizes as e:
+            raise InputError(f"stage shards: {e}") from None
+        return TokenizeResult(lang=p.lang, shards=records, docs_added=added.docs_added, tokens_added=added.tokens_added,
+                              docs_by_copies={str(k): v for k, v in sorted(added.docs_by_copies.items())})
 
     def unit_work(self, unit: Unit, result: Any) -> tuple[float, str]:
         return float(sum(r.tokens for r in result.shards)), "tokens"
@@ -163,6 +173,7 @@ class ShardsStage(UnitStage[ShardsConfig]):
                 per_lang[lang].add(written)
 
         no_val = [lang for lang, c in per_lang.items() if cfg.val_fraction > 0 and c.val.docs == 0]
+        rehydration = _rehydration(cfg, results)
         index = ShardIndex(format=1, vocab_size=sp.GetPieceSize(), bos_id=sp.bos_id(), eos_id=sp.eos_id(), pad_id=sp.pad_id(),
                            dtype=shards[0].dtype if shards else None, seed=ctx.config.run.seed,
                            tokenizer_output_digest=ctx.upstream["tokenizer"].output_digest, shards=shards)
@@ -190,7 +201,8 @@ class ShardsStage(UnitStage[ShardsConfig]):
                         val_tokens=sum(c.val.tokens for c in counts), val_docs=sum(c.val.docs for c in counts))
         statistics = ShardsRecord(
             totals=totals, per_language={lang: c.record() for lang, c in per_lang.items()}, dtype=index.dtype,
-            vocab_size=index.vocab_size, shards=len(shards), mixture=mixture, languages_without_validation=no_val)
+            vocab_size=index.vocab_size, shards=len(shards), mixture=mixture, languages_without_validation=no_val,
+            rehydration=rehydration)
         summary = {"train tokens": totals.train_tokens, "val tokens": totals.val_tokens, "shards": len(shards), "languages": len(per_lang)}
         return StageOutcome(statistics=statistics, summary=summary, tokens=tokens_out, checksums=checksums)
 
@@ -202,6 +214,25 @@ class ShardsStage(UnitStage[ShardsConfig]):
             mx = s.mixture.languages[lang]
             lines.append(f"| {lang} | {st.train_tokens:,} | {st.val_tokens:,} | {mx.weight:.4f} | {mx.expected_epochs:.2f} |")
         return "\n".join(lines) + "\n"
+
+
+def _rehydration(cfg: ShardsConfig, results: dict[str, TokenizeResult]) -> Rehydration | None:
+    table = cfg.mixture.rehydration_table()
+    if table is None:
+        return None
+    per: dict[str, LanguageRehydration] = {}
+    for uid in sorted(results):
+        r = results[uid]
+        lr = per.setdefault(r.lang, LanguageRehydration(docs_added=0, tokens_added=0, docs_by_copies={}))
+        lr.docs_added += r.docs_added
+        lr.tokens_added += r.tokens_added
+        for k, v in r.docs_by_copies.items():
+            lr.docs_by_copies[k] = lr.docs_by_copies.get(k, 0) + v
+    for lr in per.values():
+        lr.docs_by_copies = dict(sorted(lr.docs_by_copies.items(), key=lambda kv: int(kv[0])))
+    return Rehydration(table="fineweb-2" if cfg.mixture.rehydration == "fineweb-2" else "table",
+                       rows=[list(r) for r in table], docs_added=sum(r.docs_added for r in per.values()),
+                       tokens_added=sum(r.tokens_added for r in per.values()), per_language=dict(sorted(per.items())))
 
 
 def group_files(files: list[Path], expected_bytes: list[float], shard_bytes: int) -> list[list[Path]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,27 @@ from stages.shards.index import ShardWritten, Split
 
 class RoundTripError(ValueError):
     pass
+
+
+class MissingClusterSizes(ValueError):
+    pass
+
+
+@dataclass
+class Rehydrated:
+    """What rehydration added to a unit's training split: documents and tokens beyond the first copy, and how many
+    documents got each number of copies."""
+
+    docs_added: int = 0
+    tokens_added: int = 0
+    docs_by_copies: dict[int, int] = field(default_factory=dict)
+
+
+def copies_for(sizes: np.ndarray, table: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """Copies of each document by its cluster size: the row with the largest smallest-size <= the size."""
+    bounds = np.array([lo for lo, _ in table], np.int64)
+    copies = np.array([c for _, c in table], np.int64)
+    return copies[np.searchsorted(bounds, sizes, side="right") - 1]
 
 
 def split_hash(seed: int, doc_id: str) -> int:
@@ -75,9 +97,12 @@ class _RollingShards:
 
 
 def tokenize_files(model_path: Path, parquet_files: list[Path], out_dir: Path, *, seed: int, val_threshold: int,
-                   shard_bytes: int, batch_size: int = 1024) -> list[ShardWritten]:
+                   shard_bytes: int, batch_size: int = 1024, rehydration: tuple[tuple[int, int], ...] | None = None,
+                   rehydrated: Rehydrated | None = None) -> list[ShardWritten]:
     """Write `train-NNNN` / `val-NNNN` shards of the files' documents (tokens + EOS) into out_dir, each .bin at
-    most `shard_bytes`; returns their records (with the checksums computed while writing)."""
+    most `shard_bytes`; returns their records (with the checksums computed while writing). With `rehydration`
+    (stages/shards/config.py) a training document is written as many times as its cluster size's row says, next
+    to itself (the dataloader's shuffle spreads them); `rehydrated` counts what that added."""
     import pyarrow.parquet as pq
 
     sp = _processor(str(model_path), Path(model_path).stat().st_mtime_ns)  # loaded once per worker
@@ -86,8 +111,17 @@ def tokenize_files(model_path: Path, parquet_files: list[Path], out_dir: Path, *
     train, val = _RollingShards(out_dir, "train", dtype, eos, max_tokens), _RollingShards(out_dir, "val", dtype, eos, max_tokens)
     checked = False
     for parquet_file in parquet_files:
-        for batch in pq.ParquetFile(parquet_file).iter_batches(columns=["id", "text"], batch_size=batch_size):
+        pf = pq.ParquetFile(parquet_file)
+        columns = ["id", "text"]
+        if rehydration is not None:
+            if "cluster_size" not in pf.schema_arrow.names:
+                raise MissingClusterSizes(f"{parquet_file} has no cluster_size column (written by an earlier ingest); "
+                                          "rerun the ingest stage, or unset [shards.mixture] rehydration")
+            columns.append("cluster_size")
+        for batch in pf.iter_batches(columns=columns, batch_size=batch_size):
             ids, texts = batch.column("id").to_pylist(), batch.column("text").to_pylist()
+            copies = (copies_for(batch.column("cluster_size").to_numpy(), rehydration) if rehydration is not None
+                      else None)
             if not ids:
                 continue
             # One thread: parallelism comes from units running side by side, never from oversubscribing cores.
@@ -96,14 +130,25 @@ def tokenize_files(model_path: Path, parquet_files: list[Path], out_dir: Path, *
                 if sp.decode(docs[0].tolist()) != texts[0]:
                     raise RoundTripError(f"the tokenizer does not round-trip document {ids[0]} of {parquet_file}")
                 checked = True
-            if val_threshold <= 0:
-                train.add(ids, docs)
-                continue
-            is_val = [split_hash(seed, i) < val_threshold for i in ids]
+            is_val = [split_hash(seed, i) < val_threshold for i in ids] if val_threshold > 0 else [False] * len(ids)
             for rolling, want in ((train, False), (val, True)):
                 chosen = [k for k, v in enumerate(is_val) if v is want]
+                if chosen and copies is not None and not want:
+                    chosen = _rehydrate(chosen, copies, docs, rehydrated)
                 if chosen:
                     rolling.add([ids[k] for k in chosen], [docs[k] for k in chosen])
     for rolling in (train, val):
         rolling.close()
     return sorted(train.records + val.records, key=lambda r: r.name)
+
+
+def _rehydrate(chosen: list[int], copies: np.ndarray, docs: list[np.ndarray], count: Rehydrated | None) -> list[int]:
+    """`chosen` with each document repeated by its copies (in place: a document's copies are adjacent)."""
+    n = copies[chosen]
+    if count is not None:
+        for c, k in zip(*np.unique(n, return_counts=True)):
+            count.docs_by_copies[int(c)] = count.docs_by_copies.get(int(c), 0) + int(k)
+        extra = n - 1
+        count.docs_added += int(extra.sum())
+        count.tokens_added += int(sum((len(docs[k]) + 1) * int(e) for k, e in zip(chosen, extra) if e))
+    return np.repeat(np.asarray(chosen), n).tolist()
