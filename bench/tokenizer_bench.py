@@ -1,7 +1,14 @@
-"""Tokenizer fairness benchmark: a UniMax-balanced SentencePiece BPE 32k against one trained on a web-skewed mix.
+"""Tokenizer fairness benchmark: a UniMax-balanced SentencePiece BPE 32k against one trained on a web-skewed mix,
+and the stage's parity-weights balancing ([tokenizer.balance]) beside them.
 
     .venv/bin/python bench/tokenizer_bench.py [--data ../shared/data] [--vocab-size 32000] [--seed 1234]
-                                              [--threads 2] [--work DIR]
+                                              [--threads 2] [--work DIR] [--vocab-sizes 32000,64000]
+
+(d) parity-weights - stages/tokenizer/balance.py's loop, as the stage runs it: from (a), retrain with each
+    language's characters scaled by (parity / mean parity)^strength (parity on FLORES dev), until the worst dev
+    parity is at most --target-parity, stops improving, or --balance-rounds; the round with the lowest worst dev
+    parity is judged on devtest. Its train seconds are all rounds'. Goal (issue 46): max devtest parity <= 1.15
+    with mean fertility at most 2% above (a)'s; the Gini coefficient of the per-language parities is reported.
 
 Exits 0 with a message when the data directory is absent (a fresh clone has no ../shared). Writes
 bench/results/tokenizer_bench.json. Everything goes through the project's own stage code:
@@ -107,6 +114,8 @@ WEB_BYTES_REL = {
 }  # fmt: skip
 
 PARITY_GOAL = 1.3
+FAIR_PARITY_GOAL = 1.15  # issue 46: every language, at 32k
+FERTILITY_MARGIN = 1.02  # ... with mean fertility at most 2% above the balanced tokenizer's
 
 
 # ----------------------------------------------------------------------------------------------- corpora
@@ -208,8 +217,10 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--work", type=Path, default=None, help="Keep samples and models here (default: a temporary folder).")
-    ap.add_argument("--rebalance-rounds", type=int, default=3, help="Parity rebalancing rounds for the 'rebalanced' tokenizer.")
-    ap.add_argument("--rebalance-strength", type=float, default=2.0, help="Exponent on parity / mean parity per round.")
+    ap.add_argument("--balance-rounds", type=int, default=8, help="At most this many parity-weights rounds.")
+    ap.add_argument("--balance-strength", type=float, default=2.0, help="Exponent on parity / mean parity per round.")
+    ap.add_argument("--target-parity", type=float, default=1.15, help="parity-weights stops at this worst dev parity.")
+    ap.add_argument("--vocab-sizes", default=None, help="Comma-separated vocabulary sizes to compare (default: --vocab-size only), e.g. 32000,64000.")
     ap.add_argument("--json", type=Path, default=RESULTS / "tokenizer_bench.json", help="Where to write the figures (bench/summary.py reads them).")
     ap.add_argument("--only", choices=("fairness", "memory"), help="Run one part (default: both).")
     ap.add_argument("--memory-sizes", default="4000000,16000000,64000000",
@@ -226,7 +237,25 @@ def main() -> int:
     if not ntrex.is_dir() or not devtest.is_dir():
         print(f"tokenizer bench skipped: {ntrex} or {devtest} not found (the benchmark data lives outside the repo; pass --data).")
         return 0
-    result = fairness(args) if args.only != "memory" else {}
+    result = {}
+    if args.only != "memory":
+        sizes = [int(v) for v in args.vocab_sizes.split(",")] if args.vocab_sizes else [args.vocab_size]
+        for i, vocab in enumerate(sizes):
+            part = fairness(argparse.Namespace(**{**vars(args), "vocab_size": vocab}))
+            if i == 0:
+                result = part  # the first size's figures stay at the top level (bench/summary.py reads them)
+            result.setdefault("by_vocab", {})[str(vocab)] = {k: part[k] for k in ("summary", "fairer_goal", "parity_weights")}
+    if args.only != "memory":
+        from stages.tokenizer.memory import GB, estimate_peak_bytes
+
+        full = 20_000_000_000  # configs/jupiter-1t.toml's [tokenizer.sample] budget_chars
+        result["memory_estimate_gb"] = {
+            str(v): {"bench_sample": round(estimate_peak_bytes("bpe", v, result["setup"]["budget_chars"]) / GB, 2),
+                     "full_run_sample_20e9_chars": round(estimate_peak_bytes("bpe", v, full) / GB, 1)}
+            for v in (32_000, 64_000, 262_144)}
+        print("estimated SentencePiece BPE peak (stages/tokenizer/memory.py), GB: " + "; ".join(
+            f"{v}: {e['bench_sample']} on the bench sample, {e['full_run_sample_20e9_chars']} on 20e9 chars"
+            for v, e in result["memory_estimate_gb"].items()))
     if args.only != "fairness":
         from tokenizer_memory import memory_scaling
 
@@ -238,12 +267,12 @@ def main() -> int:
 
 
 def fairness(args: argparse.Namespace) -> dict:
-    """The balanced, web-skewed, as-is and rebalanced tokenizers and their parity on FLORES devtest."""
+    """The balanced, web-skewed, as-is and parity-weights tokenizers and their parity on FLORES devtest."""
     ntrex, devtest = args.data / "ntrex128", args.data / "flores200" / "devtest"
 
     from pipeline.languages import EU_LANGUAGE_CODES
     from stages.tokenizer.config import SampleConfig
-    from stages.tokenizer.report import measure, parallel_from_flores
+    from stages.tokenizer.report import gini, measure, parallel_from_flores
     from stages.tokenizer.sample import plan_sample
 
     languages = list(EU_LANGUAGE_CODES)
@@ -292,28 +321,42 @@ def fairness(args: argparse.Namespace) -> dict:
             runs[name] = run_child(["--_train", str(work / f"{name}.json")])
             print(f"  {runs[name]['train_seconds']:.1f} s, peak {runs[name]['peak_mb']:.0f} MB", flush=True)
 
-        # Rebalanced: the stage's parity-driven rebalancing (stages.tokenizer.sample.rebalance), tuned on FLORES
-        # *dev* and judged below on devtest, starting from the balanced plan.
-        from stages.tokenizer.sample import rebalance
+        # Parity-weights: the stage's [tokenizer.balance] method = "parity-weights" (stages/tokenizer/balance.py,
+        # the same loop), tuned on FLORES *dev* and judged below on devtest, starting from the balanced plan.
+        from stages.tokenizer.balance import Trained, parity_weight_rounds
+        from stages.tokenizer.config import BalanceConfig
 
         dev_texts, _ = parallel_from_flores(args.data / "flores200" / "dev", languages)
-        current, prev_model = dict(targets["balanced"]), Path(runs["balanced"]["model"])
-        for rnd in range(1, args.rebalance_rounds + 1):
-            dev = measure(prev_model, dev_texts, "en", parallel=True)
-            current = rebalance(current, {l: m.parity for l, m in dev.items()}, available, budget, sample_cfg.max_passes,
-                                args.rebalance_strength)
-            name = "rebalanced" if rnd == args.rebalance_rounds else f"rebalanced-{rnd}"
-            d = work / name
-            d.mkdir(exist_ok=True)
-            corpora[name] = {lang: write_passes(lines[lang], current[lang], args.seed, lang, d / f"{lang}.txt") for lang in languages}
-            spec = {"inputs": [str(d / f"{lang}.txt") for lang in languages], "prefix": str(work / f"{name}-bpe"),
-                    "vocab_size": args.vocab_size, "threads": args.threads, "seed": args.seed}
-            (work / f"{name}.json").write_text(json.dumps(spec))
-            print(f"training {name} (round {rnd}, worst dev parity {max(m.parity for m in dev.values()):.3f}) ...", flush=True)
-            runs[name] = run_child(["--_train", str(work / f"{name}.json")])
-            prev_model = Path(runs[name]["model"])
-        if args.rebalance_rounds:
-            descriptions["rebalanced"] = f"balanced, then {args.rebalance_rounds} round(s) of parity rebalancing (strength {args.rebalance_strength}) tuned on FLORES dev"
+        bal_cfg = BalanceConfig(method="parity-weights", target_parity=args.target_parity, strength=args.balance_strength,
+                                max_rounds=args.balance_rounds, min_improvement=0.005)
+        round_runs: dict[int, dict] = {0: runs["balanced"]}
+
+        def train_round(rnd: int, tgt: dict[str, int]) -> Trained:
+            if rnd:
+                d = work / f"parity-weights-{rnd}"
+                d.mkdir(exist_ok=True)
+                corpora[f"parity_weights-{rnd}"] = {lang: write_passes(lines[lang], tgt[lang], args.seed, lang, d / f"{lang}.txt")
+                                                    for lang in languages}
+                spec = {"inputs": [str(d / f"{lang}.txt") for lang in languages], "prefix": str(work / f"parity-weights-{rnd}-bpe"),
+                        "vocab_size": args.vocab_size, "threads": args.threads, "seed": args.seed}
+                (work / f"parity-weights-{rnd}.json").write_text(json.dumps(spec))
+                round_runs[rnd] = run_child(["--_train", str(work / f"parity-weights-{rnd}.json")])
+            model = Path(round_runs[rnd]["model"])
+            return Trained(model, measure(model, dev_texts, "en", parallel=True))
+
+        balanced_rounds = parity_weight_rounds(dict(targets["balanced"]), available, budget, sample_cfg.max_passes, bal_cfg,
+                                               train_round, note=lambda msg: print("  " + msg + " (FLORES dev)", flush=True))
+        kept = balanced_rounds.chosen
+        runs["parity_weights"] = dict(round_runs[kept])
+        runs["parity_weights"]["train_seconds"] = sum(r["train_seconds"] for r in round_runs.values())  # every round
+        runs["parity_weights"]["peak_mb"] = max(r["peak_mb"] for r in round_runs.values())
+        runs["parity_weights"]["child_wall_seconds"] = sum(r["child_wall_seconds"] for r in round_runs.values())
+        descriptions["parity_weights"] = (
+            f"[tokenizer.balance] parity-weights (strength {bal_cfg.strength}, target {bal_cfg.target_parity}, at most "
+            f"{bal_cfg.max_rounds} rounds) tuned on FLORES dev: kept round {kept} of {len(balanced_rounds.rounds) - 1}, "
+            f"{balanced_rounds.stopped}; time is all rounds' training")
+        balance_record = {"rounds": [r.model_dump() for r in balanced_rounds.rounds], "chosen_round": kept,
+                          "stopped": balanced_rounds.stopped}
 
         texts, missing = parallel_from_flores(devtest, languages)
         if missing:
@@ -326,7 +369,7 @@ def fairness(args: argparse.Namespace) -> dict:
 
     # ------------------------------------------------------------------------------------------ report
     b, p = metrics["balanced"], metrics["proportional"]
-    rb = metrics.get("rebalanced", b)
+    rb = metrics["parity_weights"]
     out_lines = []
     header = f"{'language':<10}{'parity bal':>12}{'parity rebal':>14}{'parity prop':>13}{'fert bal':>10}{'fert rebal':>12}{'fert prop':>11}"
     out_lines.append(header)
@@ -351,20 +394,30 @@ def fairness(args: argparse.Namespace) -> dict:
             "languages_within_goal": sum(v <= PARITY_GOAL for v in parities.values()),
             "languages_measured": len(parities),
             "mean_fertility": round(sum(ferts) / len(ferts), 4),
+            "parity_gini": round(gini(list(parities.values())), 4),
             "mean_bytes_per_token": round(sum(v["bytes_per_token"] for v in m.values()) / len(m), 4),
             "max_byte_fallback_rate": max(v["byte_fallback_rate"] for v in m.values()),
             "max_byte_fallback_language": max(m, key=lambda lang: m[lang]["byte_fallback_rate"]),
         }
         summary[name] = s
         out_lines.append(
-            f"{name:<13} train {s['train_seconds']:.1f} s, peak {s['peak_mb']:.0f} MB; max parity {s['max_parity']:.3f} ({worst}); "
+            f"{name:<15} train {s['train_seconds']:.1f} s, peak {s['peak_mb']:.0f} MB; max parity {s['max_parity']:.3f} ({worst}); "
             f"{s['languages_within_goal']}/{s['languages_measured']} languages <= {PARITY_GOAL}; mean fertility {s['mean_fertility']:.3f}; "
+            f"Gini {s['parity_gini']:.3f}; "
             f"max byte fallback {s['max_byte_fallback_rate']:.3%} ({s['max_byte_fallback_language']})")
     out_lines.append(f"(peak MB includes ~{baseline['peak_mb']:.0f} MB of Python + imports, measured in an import-only child)")
     out_lines.append("")
     verdict = {name: s["languages_within_goal"] == s["languages_measured"] for name, s in summary.items()}
     out_lines.append(f"goal: parity <= {PARITY_GOAL} for every language -> "
                      + ", ".join(f"{name} {'MET' if ok else 'NOT met'}" for name, ok in verdict.items()))
+    pw, bal = summary["parity_weights"], summary["balanced"]
+    fairer = {"max_parity": pw["max_parity"], "max_parity_goal": FAIR_PARITY_GOAL,
+              "mean_fertility": pw["mean_fertility"], "mean_fertility_limit": round(bal["mean_fertility"] * FERTILITY_MARGIN, 4),
+              "gini_vs_balanced": round(pw["parity_gini"] / bal["parity_gini"], 4) if bal["parity_gini"] else None}
+    fairer["met"] = fairer["max_parity"] <= FAIR_PARITY_GOAL and fairer["mean_fertility"] <= fairer["mean_fertility_limit"]
+    out_lines.append(f"goal (issue 46): parity-weights max parity {pw['max_parity']:.3f} <= {FAIR_PARITY_GOAL} and mean fertility "
+                     f"{pw['mean_fertility']:.3f} <= {fairer['mean_fertility_limit']:.3f} (balanced +{FERTILITY_MARGIN - 1:.0%}) -> "
+                     f"{'MET' if fairer['met'] else 'NOT met'}; Gini {fairer['gini_vs_balanced']:.2f}x the balanced one")
     out_lines.append("reference: XLM-R <= 1.5 for every EU language except Maltese 1.96; GPT-4 5.15 for Greek (Petrov et al. 2023)")
     print("\n" + "\n".join(out_lines))
 
@@ -383,6 +436,8 @@ def fairness(args: argparse.Namespace) -> dict:
         "metrics": metrics,
         "table": out_lines,
         "goal_met": verdict,
+        "fairer_goal": fairer,
+        "parity_weights": balance_record,
     }
     return result
 

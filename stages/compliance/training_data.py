@@ -307,13 +307,19 @@ def bias_measures(rec: Records) -> Fact:
     flagged = rec.evaluate.flagged.fact()
     tok_policy = rec.tokenizer.sample.policy.fact()
     mix_policy = rec.shards.mixture.policy.fact()
+    fair = rec.tokenizer.fairness.fact()
 
-    def text(m: dict, ev: dict, fl: list, tp: str, mp: str) -> str:
+    def text(m: dict, ev: dict, fl: list, tp: str, mp: str, fa: dict | None) -> str:
         parities = {lang: v.get("parity") for lang, v in m.items() if isinstance(v, dict) and v.get("parity") is not None}
         s = f"Language balance: {tp} sampling of the tokenizer's training text, {mp} training mixture. "
         if parities:
             worst = max(parities, key=parities.__getitem__)
-            s += f"Tokenizer parity (tokens relative to English on parallel text) measured for {len(parities)} languages, worst {worst} {parities[worst]:.2f}. "
+            s += f"Tokenizer parity (tokens relative to English on parallel text) measured for {len(parities)} languages, worst {worst} {parities[worst]:.2f}"
+            if isinstance(fa, dict) and fa.get("parity_gini") is not None:
+                s += f"; Gini coefficient of the per-language token counts {fa['parity_gini']:.3f} (0 = equal cost)"
+            s += ". "
+            if isinstance(fa, dict) and fa.get("mean_fertility") is not None:
+                s += f"Mean fertility {fa['mean_fertility']:.2f} tokens per word. "
         else:
             s += "Tokenizer parity not measured (no parallel text configured). "
         bpb = {lang: v.get("val_bits_per_byte") for lang, v in ev.items() if isinstance(v, dict) and isinstance(v.get("val_bits_per_byte"), (int, float))}
@@ -324,8 +330,8 @@ def bias_measures(rec: Records) -> Fact:
         s += f"; flagged for a regression between evaluated checkpoints: {', '.join(fl)}." if fl else "; no language flagged for a regression."
         return s
 
-    return derive(text, metrics, evaluated, flagged, tok_policy, mix_policy,
-                  method="tokenizer statistics.sample.policy and metrics.<lang>.parity; shards statistics.mixture.policy; evaluate statistics.per_language.<lang>.val_bits_per_byte "
+    return derive(text, metrics, evaluated, flagged, tok_policy, mix_policy, fair,
+                  method="tokenizer statistics.sample.policy, metrics.<lang>.parity and fairness; shards statistics.mixture.policy; evaluate statistics.per_language.<lang>.val_bits_per_byte "
                          "and flagged", fmt=str)
 
 

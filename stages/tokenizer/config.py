@@ -23,12 +23,38 @@ class SampleConfig(StrictModel):
     max_passes: float = Field(4.0, gt=0, description="At most this many passes over one language's text.")
     temperature: float = Field(3.33, ge=1.0, description="For policy temperature: 1 = proportional, larger = flatter.")
     max_line_chars: int = Field(4096, ge=16, description="Longer lines are cut (SentencePiece skips overlong sentences).")
-    rebalance_rounds: int = Field(
-        0, ge=0, le=5,
-        description="Retrain this many times, each time giving languages with higher parity more text (needs parallel "
-        "report text; tune on a dev split, e.g. flores200/dev, and judge on another).",
-    )
-    rebalance_strength: float = Field(1.0, gt=0, le=4, description="Exponent on parity / mean parity when rebalancing.")
+
+
+class BalanceConfig(StrictModel):
+    """How the per-language shares of the sample are chosen beyond the policy.
+
+    "parity-weights" iterates: train, measure parity on the report's parallel text, give each language text in
+    proportion to (parity / mean parity)^strength (within the max_passes caps), retrain; it stops when the worst
+    parity is at most `target_parity`, when it no longer improves by `min_improvement`, or after `max_rounds`,
+    and keeps the round with the lowest worst parity. Parity is relative to English, so English, the cheapest
+    language, gives up the most text: its own fertility rises (the report shows it). Tune on a dev split
+    (e.g. flores200/dev as parallel_path) and judge on another.
+    """
+
+    method: Literal["none", "parity-weights"] = "none"
+    weights: dict[str, float] = Field(
+        default_factory=dict,
+        description="Multipliers on the policy's per-language characters before any round, e.g. {el = 1.5}; languages "
+        "not named keep 1. Applied with every method.")
+    target_parity: float = Field(1.15, gt=1.0, description="parity-weights: stop once the worst language's parity is at most this.")
+    max_rounds: int = Field(6, ge=1, le=20, description="parity-weights: at most this many retrainings.")
+    strength: float = Field(2.0, gt=0, le=8, description="parity-weights: exponent on parity / mean parity per round.")
+    min_improvement: float = Field(0.005, ge=0, description="parity-weights: stop when the worst parity improves by less.")
+
+    @field_validator("weights")
+    @classmethod
+    def _positive(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = {lang: w for lang, w in v.items() if not w > 0}
+        if bad:
+            lang, w = next(iter(bad.items()))
+            raise ValueError(f"weight {w} for {lang!r}: weights multiply a language's characters and must be positive "
+                             "(leave a language out to keep its share)")
+        return v
 
 
 class ReportConfig(StrictModel):
@@ -62,6 +88,7 @@ class TokenizerConfig(StrictModel):
         16.0, gt=0, description="Peak memory SentencePiece training may use on the machine that runs the stage's finalize "
         "(stages/tokenizer/memory.py estimates it); bounds the sentences it loads, and the stage refuses a sample that does not fit.")
     sample: SampleConfig = Field(default_factory=SampleConfig)
+    balance: BalanceConfig = Field(default_factory=BalanceConfig)
     report: ReportConfig = Field(default_factory=ReportConfig)
 
     @model_validator(mode="after")

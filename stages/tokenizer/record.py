@@ -21,10 +21,23 @@ class LanguageSample(Record):
     sha256: str = Field(description="Checksum of the sample file.")
 
 
-class RebalanceRound(Record):
-    round: int
-    target_chars: dict[str, int]
-    parity: dict[str, float]
+class BalanceRound(Record):
+    round: int = Field(description="0: the policy's plan (with [tokenizer.balance] weights); then one per retraining.")
+    target_chars: dict[str, int] = Field(description="Characters per language this round's tokenizer was trained on.")
+    parity: dict[str, float] = Field(description="Parity per language of this round's tokenizer on the report text.")
+    max_parity: float
+    mean_fertility: float | None
+    parity_gini: float | None
+
+
+class Balance(Record):
+    method: str = Field(description="[tokenizer.balance].method: none or parity-weights.")
+    weights: dict[str, float] = Field(description="[tokenizer.balance].weights applied to the policy's plan.")
+    target_parity: float | None = Field(description="parity-weights: the worst parity it stops at.")
+    strength: float | None
+    rounds: list[BalanceRound] = Field(description="Every tokenizer trained, round 0 first (only parallel report text gives parity).")
+    chosen_round: int = Field(description="The round whose tokenizer was kept: the lowest worst parity.")
+    stopped: str = Field(description="Why the rounds ended: target met, no improvement, max_rounds, or method none.")
 
 
 class Sample(Record):
@@ -32,7 +45,6 @@ class Sample(Record):
     budget_chars: int
     max_passes: float
     per_language: dict[str, LanguageSample]
-    rebalance_rounds: list[RebalanceRound]
     total_chars: int
     total_lines: int
     memory_budget_gb: float = Field(description="[tokenizer].memory_budget_gb: the training's memory budget.")
@@ -62,6 +74,19 @@ class LanguageMetrics(Record):
     parallel_texts: int | None = Field(None, description="Parallel texts shared with the reference language (absent without).")
 
 
+class Fairness(Record):
+    """The inequality across languages in one place: what the report's headline, the parity gate and the AI Act
+    language description cite."""
+
+    languages: int = Field(description="Languages with evaluation text.")
+    mean_fertility: float | None = Field(description="Mean over languages of tokens per whitespace word (as OpenEuroLLM reports it).")
+    max_parity: float | None = Field(description="The worst language's parity; None without parallel text.")
+    worst_language: str | None = Field(description="The language with that parity.")
+    parity_gini: float | None = Field(
+        description="Gini coefficient of the per-language token counts on the parallel text (each relative to English's "
+        "on the same texts): 0 = every language costs the same; None without parallel text.")
+
+
 class TokenizerRecord(Record):
     sample: Sample = Field(description="The language-balanced sample SentencePiece was trained on.")
     model: TokenizerModel = Field(description="The trained tokenizer.")
@@ -69,3 +94,5 @@ class TokenizerRecord(Record):
     hf_equivalence_checked_texts: int = Field(description="Texts on which tokenizer.json and the .model encode identically.")
     metrics: dict[str, LanguageMetrics] = Field(description="Fairness metrics per language (report.json).")
     missing_languages: list[str] = Field(description="Languages without evaluation text.")
+    balance: Balance | None = Field(None, description="How the per-language shares were chosen (absent in records of code_version 2).")
+    fairness: Fairness | None = Field(None, description="Inequality across languages (absent in records of code_version 2).")

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pipeline.languages import LANGUAGES
-from stages.tokenizer.record import LanguageMetrics
+from stages.tokenizer.record import Fairness, LanguageMetrics
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,28 @@ def measure(model_path: Path, texts: dict[str, dict[str, str]], reference: str, 
     return result
 
 
+def gini(values: list[float]) -> float:
+    """Gini coefficient: the mean absolute difference between all pairs over twice the mean (0 = all equal)."""
+    n, total = len(values), sum(values)
+    if n == 0 or total <= 0:
+        return 0.0
+    ordered = sorted(values)
+    # sum_i sum_j |x_i - x_j| = 2 sum_i (2i - n + 1) x_(i), i from 0, ascending order
+    return sum((2 * i - n + 1) * x for i, x in enumerate(ordered)) / (n * total)
+
+
+def fairness(metrics: dict[str, LanguageMetrics]) -> Fairness:
+    """Across languages: mean fertility, the worst parity and the Gini of the parities (token counts on the same
+    parallel texts, relative to English's: their Gini is the Gini of the counts when every language has the
+    same texts, as FLORES does)."""
+    parities = {lang: m.parity for lang, m in metrics.items() if m.parity is not None}
+    fertility = [m.fertility for m in metrics.values() if m.fertility is not None]
+    worst = max(parities, key=parities.__getitem__) if parities else None
+    return Fairness(languages=len(metrics), mean_fertility=round(sum(fertility) / len(fertility), 4) if fertility else None,
+                    max_parity=parities[worst] if worst else None, worst_language=worst,
+                    parity_gini=round(gini(list(parities.values())), 4) if parities else None)
+
+
 def write_reports(metrics: dict[str, LanguageMetrics], meta: ReportMeta, out_dir: Path) -> list[Path]:
     languages = {lang: m.model_dump(exclude_unset=True) for lang, m in metrics.items()}  # as the manifest has them
     (out_dir / "report.json").write_text(json.dumps({"meta": asdict(meta), "languages": languages}, indent=2, ensure_ascii=False) + "\n")
@@ -133,9 +155,13 @@ def write_reports(metrics: dict[str, LanguageMetrics], meta: ReportMeta, out_dir
                      f"{fmt(m.bytes_per_token, '.2f')} | {fmt(m.byte_fallback_rate, '.2%')} | "
                      f"{fmt(m.newline_rate, '.2%')} | {m.texts:,} |")
     parities = {lang: m.parity for lang, m in metrics.items() if m.parity is not None}
+    f = fairness(metrics)
     if parities:
-        worst = max(parities, key=parities.__getitem__)
-        lines += ["", f"Worst parity: {worst} at {parities[worst]:.3f}; median {sorted(parities.values())[len(parities) // 2]:.3f}."]
+        lines += ["", f"Worst parity: {f.worst_language} at {f.max_parity:.3f}; median "
+                      f"{sorted(parities.values())[len(parities) // 2]:.3f}; Gini of the per-language token counts "
+                      f"{f.parity_gini:.3f} (0 = every language costs the same)."]
+    if f.mean_fertility is not None:
+        lines += ["", f"Mean fertility over {f.languages} languages: {f.mean_fertility:.3f} tokens per word."]
     if meta.missing_languages:
         lines += ["", f"No evaluation text for: {', '.join(meta.missing_languages)}."]
     (out_dir / "report.md").write_text("\n".join(lines) + "\n")

@@ -59,6 +59,18 @@ def plan_sample(available: dict[str, int], cfg: SampleConfig) -> dict[str, Langu
     }
 
 
+def weighted_plan(available: dict[str, int], cfg: SampleConfig, weights: dict[str, float]) -> dict[str, LanguageShare]:
+    """The policy's plan with each language's characters multiplied by its weight (1 when not named), the budget
+    filled again under the max_passes caps."""
+    shares = plan_sample(available, cfg)
+    if not weights:
+        return shares
+    targets = rebalance({lang: s.target_chars for lang, s in shares.items()},
+                        {lang: weights.get(lang, 1.0) for lang in shares}, available, cfg.budget_chars, cfg.max_passes)
+    return {lang: LanguageShare(lang, available[lang], targets[lang], targets[lang] / available[lang] if available[lang] else 0.0)
+            for lang in sorted(available)}
+
+
 def _order_key(seed: int, lang: str, *parts: object) -> bytes:
     return hashlib.blake2b(":".join(map(str, (seed, lang, *parts))).encode(), digest_size=8).digest()
 

@@ -14,10 +14,11 @@ from typing import Any
 from pipeline import progress
 from pipeline.fsutil import sha256_file
 from pipeline.manifest import Manifest
-from pipeline.stage import Payload, StageContext, StageError, StageOutcome, Step, StepResults, Unit, UnitResult, UnitStage
+from pipeline.stage import (InputError, Payload, StageContext, StageError, StageOutcome, Step, StepResults, Unit, UnitResult,
+                            UnitStage)
 from stages.tokenizer.config import TokenizerConfig
-from stages.tokenizer.record import LanguageSample, RebalanceRound, Sample, TokenizerModel, TokenizerRecord
-from stages.tokenizer.sample import LanguageShare, WrittenSample, plan_sample, rebalance, write_language_sample
+from stages.tokenizer.record import Balance, LanguageSample, Sample, TokenizerModel, TokenizerRecord
+from stages.tokenizer.sample import LanguageShare, WrittenSample, weighted_plan, write_language_sample
 
 Ctx = StageContext[TokenizerConfig]
 
@@ -59,7 +60,7 @@ def language_sample(share: LanguageShare, written: WrittenSample, path: Path) ->
 
 class TokenizerStage(UnitStage[TokenizerConfig]):
     name = "tokenizer"
-    code_version = "2"
+    code_version = "3"
     config_model = TokenizerConfig
     steps = (SAMPLES,)
 
@@ -69,17 +70,30 @@ class TokenizerStage(UnitStage[TokenizerConfig]):
             return None
         return sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in Path(path).iterdir() if p.is_file())
 
+    def preflight(self, ctx: Ctx) -> None:
+        """Balance settings that cannot be met are exit 2 before any text is read."""
+        cfg = ctx.settings
+        unknown = sorted(set(cfg.balance.weights) - set(ctx.config.run.languages))
+        if unknown:
+            raise InputError(f"stage tokenizer: [tokenizer.balance].weights names {', '.join(unknown)}, not in [run].languages "
+                             f"({', '.join(ctx.config.run.languages)}); remove {'it' if len(unknown) == 1 else 'them'} or add "
+                             "the language to the run")
+        if cfg.balance.method == "parity-weights" and not (cfg.report.parallel_source or cfg.report.parallel_path):
+            raise InputError("stage tokenizer: [tokenizer.balance].method = \"parity-weights\" needs parallel report text to "
+                             "measure parity on; set [tokenizer.report].parallel_path (a FLORES dev split) or parallel_source")
+
     def plan(self, ctx: Ctx, step: Step[Any, Any], done: StepResults) -> list[Unit]:
         cfg = ctx.settings
+        self.preflight(ctx)
         per_lang = ctx.record("ingest").per_language
         available = {lang: per_lang[lang].kept_chars if lang in per_lang else 0 for lang in ctx.config.run.languages}
         empty = [lang for lang, chars in available.items() if chars == 0]
         if empty:
-            raise StageError(
+            raise InputError(
                 f"stage tokenizer: no ingested text for {', '.join(empty)} (ingest kept 0 documents); add sources for "
                 f"{'it' if len(empty) == 1 else 'them'} or remove {'it' if len(empty) == 1 else 'them'} from [run].languages"
             )
-        shares = plan_sample(available, cfg.sample)
+        shares = weighted_plan(available, cfg.sample, cfg.balance.weights)
         self._check_memory(cfg, sum(s.target_chars for s in shares.values()))
         return [SAMPLES.unit(f"sample-{lang}", SamplePayload(lang=lang, available_chars=s.available_chars,
                                                              target_chars=s.target_chars, passes=s.passes))
@@ -98,7 +112,7 @@ class TokenizerStage(UnitStage[TokenizerConfig]):
 
     def finalize(self, ctx: Ctx, done: StepResults, out_dir: Path) -> StageOutcome:
         from stages.tokenizer.hf_export import check_equivalence, export_hf
-        from stages.tokenizer.report import ReportMeta, measure, write_reports
+        from stages.tokenizer.report import ReportMeta, fairness, write_reports
         from stages.tokenizer.train import special_tokens
 
         cfg = ctx.settings
@@ -107,33 +121,8 @@ class TokenizerStage(UnitStage[TokenizerConfig]):
         samples = [ctx.unit_dir(SAMPLES.name, uid) / "sample.txt" for uid in sorted(results)]
         sample_stats = {r.lang: LanguageSample.model_validate(r.model_dump(include=set(LanguageSample.model_fields)))
                         for r in results.values()}
-        model, sentences = self._train(ctx, cfg, samples, sample_stats, out_dir)
-        metrics = measure(model, texts, cfg.report.reference_language, parallel)
-
-        rounds: list[RebalanceRound] = []
-        for rnd in range(1, cfg.sample.rebalance_rounds + 1):
-            parities = {lang: m.parity for lang, m in metrics.items() if m.parity is not None}
-            if not parities:
-                raise StageError("stage tokenizer: [tokenizer.sample].rebalance_rounds needs parallel report text; set "
-                                 "[tokenizer.report].parallel_path (a FLORES dev split) or parallel_source")
-            current = {lang: s.target_chars for lang, s in sample_stats.items()}
-            rounds.append(RebalanceRound(round=rnd - 1, target_chars=current, parity=parities))
-            available = {lang: s.available_chars for lang, s in sample_stats.items()}
-            targets = rebalance(current, parities, available, cfg.sample.budget_chars, cfg.sample.max_passes,
-                                cfg.sample.rebalance_strength)
-            folder = ctx.work_dir / f"rebalance-{rnd}"
-            folder.mkdir(parents=True, exist_ok=True)
-            samples = []
-            for lang in sorted(targets):
-                share = LanguageShare(lang, available[lang], targets[lang], targets[lang] / available[lang])
-                files = sorted((ctx.upstream_dir("ingest") / "data" / lang).glob("part-*.parquet"))
-                written = write_language_sample(files, share, ctx.config.run.seed + rnd, cfg.sample.max_line_chars, folder / f"{lang}.txt")
-                sample_stats[lang] = language_sample(share, written, folder / f"{lang}.txt")
-                samples.append(folder / f"{lang}.txt")
-            progress.note(self.name, f"rebalance round {rnd}: worst parity so far {max(parities.values()):.3f}")
-            model, sentences = self._train(ctx, cfg, samples, sample_stats, out_dir)
-            metrics = measure(model, texts, cfg.report.reference_language, parallel)
-
+        model, sentences, metrics, sample_stats, balance = self._balance(ctx, cfg, samples, sample_stats, texts, parallel,
+                                                                         out_dir)
         export_hf(model, out_dir)
         mismatches = check_equivalence(model, out_dir / "tokenizer.json", [t for d in texts.values() for t in d.values()])
         if mismatches:
@@ -155,7 +144,7 @@ class TokenizerStage(UnitStage[TokenizerConfig]):
         total_chars = sum(s.chars for s in sample_stats.values())
         statistics = TokenizerRecord(
             sample=Sample(policy=cfg.sample.policy, budget_chars=cfg.sample.budget_chars, max_passes=cfg.sample.max_passes,
-                          per_language=sample_stats, rebalance_rounds=rounds, total_chars=total_chars,
+                          per_language=sample_stats, total_chars=total_chars,
                           total_lines=sum(s.lines for s in sample_stats.values()), memory_budget_gb=cfg.memory_budget_gb,
                           estimated_peak_gb=round(estimate_peak_bytes(cfg.model_type, cfg.vocab_size, total_chars) / GB, 2),
                           input_sentence_size=sentences),
@@ -165,12 +154,59 @@ class TokenizerStage(UnitStage[TokenizerConfig]):
             hf_equivalence_checked_texts=sum(len(t) for t in texts.values()),
             metrics=metrics,
             missing_languages=missing,
+            balance=balance,
+            fairness=fairness(metrics),
         )
         summary = {"vocab": cfg.vocab_size, "languages": len(metrics), "sample MB": round(statistics.sample.total_chars / 1e6, 2)}
         if parities:
             worst = max(parities, key=parities.__getitem__)
             summary["worst parity"] = f"{worst} {parities[worst]:.2f}"
         return StageOutcome(statistics=statistics, summary=summary)
+
+    def _balance(self, ctx: Ctx, cfg: TokenizerConfig, samples: list[Path], stats: dict[str, LanguageSample],
+                 texts: dict[str, dict[str, str]], parallel: bool, out_dir: Path):
+        """Train on the planned sample; with parity-weights retrain on re-weighted samples (stages/tokenizer/
+        balance.py) and keep the best round's tokenizer in out_dir. Returns (model, input_sentence_size, metrics,
+        the kept round's sample, the Balance record)."""
+        import shutil
+
+        from stages.tokenizer.balance import Trained, parity_weight_rounds
+        from stages.tokenizer.report import measure
+
+        bal = cfg.balance
+        iterate = bal.method == "parity-weights"
+        available = {lang: s.available_chars for lang, s in stats.items()}
+
+        def train(rnd: int, targets: dict[str, int]) -> Trained:
+            folder = ctx.work_dir / f"balance-{rnd}" if iterate else out_dir
+            folder.mkdir(parents=True, exist_ok=True)
+            round_stats, round_samples = stats, samples
+            if rnd:
+                round_stats, round_samples = {}, []
+                for lang in sorted(targets):
+                    share = LanguageShare(lang, available[lang], targets[lang], targets[lang] / available[lang])
+                    files = sorted((ctx.upstream_dir("ingest") / "data" / lang).glob("part-*.parquet"))
+                    path = folder / f"{lang}.txt"
+                    written = write_language_sample(files, share, ctx.config.run.seed + rnd, cfg.sample.max_line_chars, path)
+                    round_stats[lang] = language_sample(share, written, path)
+                    round_samples.append(path)
+            model, sentences = self._train(ctx, cfg, round_samples, round_stats, folder)
+            return Trained(model, measure(model, texts, cfg.report.reference_language, parallel), (sentences, round_stats))
+
+        result = parity_weight_rounds({lang: s.target_chars for lang, s in stats.items()}, available,
+                                      cfg.sample.budget_chars, cfg.sample.max_passes, bal, train, iterate,
+                                      note=lambda msg: progress.note(self.name, msg))
+        kept = result.kept
+        model = kept.model
+        if iterate:
+            for suffix in (".model", ".vocab"):
+                shutil.copyfile(model.with_suffix(suffix), out_dir / f"tokenizer{suffix}")
+            model = out_dir / "tokenizer.model"
+        sentences, kept_stats = kept.extra
+        balance = Balance(method=bal.method, weights=dict(sorted(bal.weights.items())),
+                          target_parity=bal.target_parity if iterate else None, strength=bal.strength if iterate else None,
+                          rounds=result.rounds, chosen_round=result.chosen, stopped=result.stopped)
+        return model, sentences, kept.metrics, kept_stats, balance
 
     def _check_memory(self, cfg: TokenizerConfig, chars: int) -> None:
         """Refuse, before any text is read, a sample whose training would not fit the memory budget."""
@@ -239,4 +275,8 @@ class TokenizerStage(UnitStage[TokenizerConfig]):
             chars, passes = (smp.chars, smp.passes) if smp else (0, 0.0)
             parity = "n/a" if m.parity is None else f"{m.parity:.3f}"
             lines.append(f"| {lang} | {chars:,} | {passes:.2f} | {parity} | {m.fertility:.3f} |")
+        f = s.fairness
+        if f is not None and f.parity_gini is not None:
+            lines += ["", f"Worst parity {f.worst_language} {f.max_parity:.3f}; Gini of the per-language token counts "
+                          f"{f.parity_gini:.3f}; mean fertility {f.mean_fertility:.3f}."]
         return "\n".join(lines) + "\n"

@@ -133,7 +133,7 @@ def test_language_without_text_and_missing_ingest(tmp_path, udhr_dir, capsys):
     assert main(["stage", "tokenizer", "--config", str(cfg), "--run-dir", str(tmp_path / "r")]) == 1
     assert "needs the ingest stage's output" in capsys.readouterr().err
     assert main(["stage", "ingest", "--run-dir", str(tmp_path / "r")]) == 0
-    assert main(["stage", "tokenizer", "--run-dir", str(tmp_path / "r")]) == 1
+    assert main(["stage", "tokenizer", "--run-dir", str(tmp_path / "r")]) == 2  # bad input, like a bad config
     err = capsys.readouterr().err
     assert "no ingested text for mt" in err and "[run].languages" in err
 
@@ -149,19 +149,69 @@ def test_rebalance_gives_costly_languages_more_text_within_caps():
     assert rebalance(current, {}, available, budget=300, max_passes=2.0) == current  # no parity: shares kept
 
 
-def test_rebalance_round_retrains_and_records_it(ingested, tmp_path):
+def balanced_copy(ingested, tmp_path, balance: str, expect: int = 0) -> Path:
+    """A run with the module's ingest output and `balance` as its [tokenizer.balance] section."""
     tmp, cfg, run_dir = ingested
-    rebal = tmp_path / "rebal.toml"
-    rebal.write_text(cfg.read_text().replace("max_passes = 3", "max_passes = 3\nrebalance_rounds = 1")
-                     .replace("budget_chars = 1_500_000", "budget_chars = 300_000"))  # below the caps: room to shift
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    conf = tmp_path / "balanced.toml"
+    conf.write_text(cfg.read_text().replace("budget_chars = 1_500_000", "budget_chars = 300_000")  # room to shift
+                    + "[tokenizer.balance]\n" + balance)
     other = tmp_path / "run"
     shutil.copytree(run_dir / "ingest", other / "ingest")
-    assert main(["stage", "ingest", "--config", str(rebal), "--run-dir", str(other)]) == 0
+    assert main(["stage", "ingest", "--config", str(conf), "--run-dir", str(other)]) == expect
+    return other
+
+
+def test_parity_weights_retrains_until_the_target_and_keeps_the_best_round(ingested, tmp_path):
+    other = balanced_copy(ingested, tmp_path, 'method = "parity-weights"\ntarget_parity = 1.01\nmax_rounds = 2\n'
+                                              "min_improvement = 0.0\n")
     assert main(["stage", "tokenizer", "--run-dir", str(other)]) == 0
     s = json.loads((other / "tokenizer" / "manifest.json").read_text())["statistics"]
-    (first,) = s["sample"]["rebalance_rounds"]
+    b = s["balance"]
+    assert b["method"] == "parity-weights" and [r["round"] for r in b["rounds"]] == [0, 1, 2]
+    assert b["stopped"].startswith(("max_rounds", "no improvement")) and b["target_parity"] == 1.01
+    first, second = b["rounds"][0], b["rounds"][1]
     worst = max(first["parity"], key=first["parity"].get)
-    assert s["sample"]["per_language"][worst]["target_chars"] > first["target_chars"][worst]
+    assert second["target_chars"][worst] > first["target_chars"][worst]  # the costliest language got more text
+    chosen = b["rounds"][b["chosen_round"]]
+    assert chosen["max_parity"] == min(r["max_parity"] for r in b["rounds"])
+    # the kept tokenizer is the chosen round's: its report and its sample are the ones recorded
+    assert s["fairness"]["max_parity"] == chosen["max_parity"]
+    assert {lang: v["target_chars"] for lang, v in s["sample"]["per_language"].items()} == chosen["target_chars"]
+    assert s["fairness"]["parity_gini"] == chosen["parity_gini"] and 0 < chosen["parity_gini"] < 1
+
+
+def test_weights_shift_the_plan_and_bad_balance_settings_are_one_line(ingested, tmp_path, capsys):
+    other = balanced_copy(ingested, tmp_path, "weights = {el = 2.0}\n")
+    assert main(["stage", "tokenizer", "--run-dir", str(other)]) == 0
+    s = json.loads((other / "tokenizer" / "manifest.json").read_text())["statistics"]
+    per = s["sample"]["per_language"]
+    assert per["el"]["target_chars"] > 1.5 * per["de"]["target_chars"] and s["balance"]["weights"] == {"el": 2.0}
+    assert s["balance"]["method"] == "none" and len(s["balance"]["rounds"]) == 1
+    capsys.readouterr()
+    balanced_copy(ingested, tmp_path / "zero", "weights = {el = 0}\n", expect=2)  # the config itself is refused
+    err = capsys.readouterr().err
+    assert "[tokenizer.balance.weights" in err and "must be positive" in err and "'el': 0" in err, err
+    for folder, section, message in (
+            ("xx", "weights = {xx = 2.0}\n", "[tokenizer.balance].weights names xx, not in [run].languages"),
+            ("noparallel", 'method = "parity-weights"\n', "needs parallel report text")):
+        bad = balanced_copy(ingested, tmp_path / folder, section)
+        if folder == "noparallel":
+            conf = tmp_path / folder / "balanced.toml"
+            conf.write_text(conf.read_text().replace('parallel_source = "udhr"', ""))
+            assert main(["stage", "ingest", "--config", str(conf), "--run-dir", str(bad)]) == 0
+        capsys.readouterr()
+        assert main(["stage", "tokenizer", "--run-dir", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and not (bad / "tokenizer").exists(), err
+
+
+def test_gini_is_zero_for_equal_costs_and_grows_with_inequality():
+    from stages.tokenizer.report import gini
+
+    assert gini([1.2, 1.2, 1.2]) == 0.0
+    assert gini([1.0, 1.0, 2.0]) == pytest.approx(4.0 / (2 * 9 * 4 / 3))  # sum|xi-xj| / (2 n^2 mean)
+    assert gini([1.0, 1.1, 1.2]) < gini([1.0, 1.5, 2.0])
 
 
 def test_newlines_are_reported_apart_from_byte_fallback(trained):
