@@ -117,7 +117,7 @@ def test_kill_9_in_a_round_then_a_rerun_gives_the_same_bytes(tmp_path, udhr_dir,
     assert published(run_dir) == published(one_unit)
 
 
-@pytest.mark.parametrize("runner, workers", [("processes", 2), ("threads", 1)])
+@pytest.mark.parametrize("runner, workers", [("processes", 2), ("threads", 1), ("threads", 4)])
 def test_rounds_under_prefect_give_the_same_bytes_for_any_worker_count(tmp_path, udhr_dir, one_unit, runner, workers):
     cfg = config(tmp_path, udhr_dir, cluster_unit_pairs=0, partition_docs=5)
     text = cfg.read_text().replace('engine = "local"', 'engine = "prefect"')
