@@ -138,6 +138,11 @@ class PretrainConfig(StrictModel):
     max_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     precision: Literal["float32", "bfloat16"] = Field(
         "float32", description="Parameter precision under mixed precision (bfloat16 on GPUs; float32 on CPU).")
+    float8: Literal["rowwise", "rowwise_with_gw_hp"] | None = Field(
+        None, description="Float8 matmuls through torchao (torchtitan's Float8LinearConverter and "
+        "Float8GroupedExpertsConverter; lm_head and the router gates stay bf16): rowwise scaling runs on Hopper (SM89+), "
+        "e.g. JUPITER's GH200; MXFP8 needs Blackwell and is not offered. Refused on CPU. The planner counts the "
+        "matmuls at the fp8 peak.")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: cuda when torch sees a GPU, else cpu.")
     launcher: Literal["local", "torchrun", "slurm"] = Field(
         "local", description="local: one process; torchrun: processes_per_node ranks here (gloo on CPU); slurm: a Slurm job on "

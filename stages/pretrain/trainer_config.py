@@ -43,6 +43,24 @@ class UnsupportedSetting(ValueError):
     """A setting that cannot work where the job would run; the message names the key and what works."""
 
 
+FLOAT8_KEPT_IN_BF16 = ["lm_head", "router.gate"]  # as torchtitan's own DeepSeek-V3 float8 configs keep them
+
+
+def float8_converters(recipe: str, compile_enabled: bool, *, emulate: bool = False) -> list:
+    """torchtitan's float8 converters for `[pretrain] float8`: the dense linears and the grouped experts.
+    `emulate` (tests only) lets torchao convert on a machine without float8 tensor cores."""
+    from importlib.util import find_spec
+
+    from torchtitan.components.quantization import Float8GroupedExpertsConverter, Float8LinearConverter
+
+    if find_spec("torchao") is None:
+        raise UnsupportedSetting(f"[pretrain] float8 = \"{recipe}\" needs torchao, which this environment lacks: "
+                                 "pip install -e \".[float8]\" (the version the project pins), or leave float8 unset")
+    return [Float8LinearConverter.Config(recipe_name=recipe, filter_fqns=list(FLOAT8_KEPT_IN_BF16),
+                                         model_compile_enabled=compile_enabled, emulate=emulate),
+            Float8GroupedExpertsConverter.Config(model_compile_enabled=compile_enabled)]
+
+
 def build_trainer_config(
     settings: PretrainConfig,
     *,
@@ -72,12 +90,17 @@ def build_trainer_config(
         raise UnsupportedSetting(
             f"[pretrain.moe] comm_backend = \"deepep\" runs DeepEP's CUDA kernels; this job runs on {device_type}: "
             "use comm_backend = \"standard\" here")
+    if settings.float8 and device_type != "cuda":
+        raise UnsupportedSetting(
+            f"[pretrain] float8 = \"{settings.float8}\" runs float8 matmuls on Hopper-class GPUs (SM89 or later); this "
+            f"job runs on {device_type}: leave float8 unset here")
     world = p.world_size
     multi_rank_cpu = device_type == "cpu" and world > 1
 
     model_spec = model_registry(settings.flavor, vocab_size, unshard_async_op=p.unshard_async_op,
                                 graph_trainer=offload, moe_comm_backend=moe.comm_backend,
-                                num_expert_groups=moe.num_expert_groups, num_limited_groups=moe.num_limited_groups)
+                                num_expert_groups=moe.num_expert_groups, num_limited_groups=moe.num_limited_groups,
+                                converters=float8_converters(settings.float8, settings.compile) if settings.float8 else None)
     common = dict(
         model_spec=model_spec,
         hf_assets_path=str(tokenizer_dir),

@@ -152,7 +152,7 @@ def from_settings(settings: PretrainConfig, shape: ModelShape, memory: MemoryEst
         data_parallel_replicate=p.data_parallel_replicate, data_parallel_shard=p.shard_degree,
         tensor_parallel=p.tensor_parallel, expert_parallel=p.expert_parallel,
         ac_mode=settings.activation_checkpoint.mode,
-        matmul_precision="bf16", a2a_bytes=cb, compute_bytes=cb,
+        matmul_precision="fp8" if settings.float8 else "bf16", a2a_bytes=cb, compute_bytes=cb,
         dispatcher=moe.comm_backend, num_expert_groups=moe.num_expert_groups, num_limited_groups=moe.num_limited_groups,
         optimizer=settings.optimizer.name, offload_gib=offload,
     )
