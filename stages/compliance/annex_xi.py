@@ -159,6 +159,7 @@ def _evaluation(s, rec: Records) -> None:
     s.item("sets", "Evaluation sets", rec.evaluate.eval_sets.fact())
     s.item("method", "Method", rec.evaluate.method.fact())
     s.item("capabilities", "What the results show", ev.capabilities_text(rec))
+    s.item("contamination", "Overlap of the evaluation texts with the training data", ev.contamination_text(rec))
     cols = ev.columns(rec)
     s.add(Table("evaluation", "Results per language at the latest checkpoint evaluated, each with its standard error and "
                 "the documents or examples behind it", cols, ev.rows(rec), numeric=tuple(range(1, len(cols)))))

@@ -104,3 +104,20 @@ def capabilities_text(rec: Records) -> Fact:
     return derive(text, per_lang, step, tasks, flagged,
                   method="best and worst language by held-out bits per byte, each task's range, the flagged languages",
                   fmt=str)
+
+
+def contamination_text(rec: Records) -> Fact:
+    """How many evaluated texts share a word 13-gram with the training split, per set: a score on such texts
+    measures memory rather than generalisation."""
+    def text(c: dict, method: str) -> str:
+        parts = []
+        for name, langs in c.items():
+            texts = sum(v["texts"] for v in langs.values())
+            hit = {lang: v["contaminated"] for lang, v in langs.items() if v["contaminated"]}
+            parts.append(f"{name}: {sum(hit.values()):,} of {texts:,} texts in {len(langs)} languages"
+                         + (f" (most in {max(hit, key=hit.__getitem__)}: {max(hit.values()):,})" if hit else ""))
+        return ("Evaluated texts sharing a word 13-gram with a training document of their language: " + "; ".join(parts)
+                + ". Texts under 13 words cannot match; downstream task data is not checked.")
+
+    return derive(text, rec.evaluate.contamination.fact(), rec.evaluate.contamination_method.fact(),
+                  method="evaluate statistics.contamination (stages/evaluate/contamination.py)", fmt=str)

@@ -24,6 +24,13 @@ class TaskSummary(Record):
     missing: list[str] = Field(description="Languages lm-eval has no such task for (or whose task could not be loaded).")
 
 
+class SetContamination(Record):
+    texts: int = Field(description="Evaluated texts of the set in the language.")
+    short: int = Field(description="Of them, texts under 13 words (they cannot match).")
+    contaminated: int = Field(description="Of them, texts sharing a word 13-gram with the training split.")
+    training_documents: int = Field(description="Training documents sharing a 13-gram with any evaluated text of the set.")
+
+
 class EvaluateRecord(Record):
     latest_step: int
     checkpoints_evaluated: list[int]
@@ -41,3 +48,7 @@ class EvaluateRecord(Record):
     regression_sigma: float
     method: str
     skipped: list[SkippedCheckpoint] = Field(description="Damaged checkpoints that could not be evaluated.")
+    contamination: dict[str, dict[str, SetContamination]] | None = Field(
+        None, description="Per set and language, evaluated texts that share a word 13-gram with the training split "
+        "(stages/evaluate/contamination.py); absent in records written before it.")
+    contamination_method: str | None = None

@@ -14,17 +14,19 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from europa_model.checkpoints import complete_checkpoints
+from pipeline import progress
 from pipeline.manifest import Manifest
 from pipeline.stage import RunStage, StageContext, StageError, StageOutcome
 from stages.evaluate.config import EvaluateConfig
-from stages.evaluate.record import EvaluateRecord, SkippedCheckpoint, TaskSummary
+from stages.evaluate.contamination import METHOD
+from stages.evaluate.record import EvaluateRecord, SetContamination, SkippedCheckpoint, TaskSummary
 from stages.evaluate.results import EvalStore, changes
 from stages.evaluate.runner import STORE, evaluate_run
 
 
 class EvaluateStage(RunStage[EvaluateConfig]):
     name: ClassVar[str] = "evaluate"
-    code_version: ClassVar[str] = "2"
+    code_version: ClassVar[str] = "3"
     config_model = EvaluateConfig
 
     def input_signature(self, ctx: StageContext[EvaluateConfig]) -> Any:
@@ -75,6 +77,7 @@ class EvaluateStage(RunStage[EvaluateConfig]):
             tasks.append(TaskSummary(name=task.name, metric=task.metric, num_fewshot=task.num_fewshot,
                                      lm_eval_tasks={lang: t.lm_eval_task for lang, t in sorted(results.items())},
                                      missing=sorted(latest.tasks_missing.get(task.name, []))))
+        contamination = _contamination(ctx, out_dir)
         statistics = EvaluateRecord(
             latest_step=latest.step,
             checkpoints_evaluated=[m.step for m in evaluated],
@@ -90,6 +93,8 @@ class EvaluateStage(RunStage[EvaluateConfig]):
                    "training rows (BOS + document, attention within the document), seq_len "
                    f"{latest.seq_len}; standard errors over documents (ratio estimator)",
             skipped=[SkippedCheckpoint.model_validate(s) for s in outcome.skipped],
+            contamination=contamination,
+            contamination_method=METHOD,
         )
         val = [f.bits_per_byte for f in latest.sets.get("val", {}).values()]
         summary = {"checkpoints": len(evaluated), "latest step": latest.step, "languages": len(per_language)}
@@ -110,3 +115,20 @@ class EvaluateStage(RunStage[EvaluateConfig]):
         for lang, d in s.per_language.items():
             rows.append(f"| {lang} | " + " | ".join(f"{d.get(f'{x}_bits_per_byte', float('nan')):.4f}" for x in s.eval_sets) + " |")
         return head + "\n".join(rows) + ("\n\nFull report: report.md" if report else "")
+
+
+def _contamination(ctx: StageContext[EvaluateConfig], out_dir: Path) -> dict[str, dict[str, SetContamination]]:
+    """The evaluated texts against the training split (stages/evaluate/contamination.py); appended to the stage's
+    report.md."""
+    from stages.evaluate.contamination import check, markdown
+    from stages.evaluate.texts import load_eval_texts
+
+    sp, sets = load_eval_texts(ctx.run_dir, ctx.config, ctx.settings)
+    eos = sp.eos_id()
+    texts = {name: {lang: [sp.decode([int(t) for t in d if t != eos]) for d in et.docs] for lang, et in found.items()}
+             for name, (found, _) in sets.items()}
+    progress.note("evaluate", "contamination: the evaluated texts against the training split (word 13-grams)")
+    result = check(ctx.upstream_dir("shards"), texts, sp)
+    report = out_dir / "report.md"
+    report.write_text((report.read_text() + "\n" if report.exists() else "") + markdown(result))
+    return {s: {lang: SetContamination(**vars(o)) for lang, o in sorted(langs.items())} for s, langs in result.items()}

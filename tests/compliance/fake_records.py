@@ -78,7 +78,10 @@ def evaluate_statistics(langs: list[str]) -> dict[str, Any]:
                          for i, lang in enumerate(langs)},
         "eval_sets": ["val"], "flagged": [], "missing": {"val": []}, "sources": {"val": {lang: "shards/val" for lang in langs}},
         "tasks": [], "regression_threshold": 0.05, "regression_sigma": 2.0,
-        "method": "bits per byte = NLL / (UTF-8 bytes x ln 2)", "skipped": []})
+        "method": "bits per byte = NLL / (UTF-8 bytes x ln 2)", "skipped": [],
+        "contamination": {"val": {lang: {"texts": 3, "short": 0, "contaminated": 1 if lang == langs[0] else 0,
+                                         "training_documents": 1 if lang == langs[0] else 0} for lang in langs}},
+        "contamination_method": "word 13-grams of each evaluated text against every training document"})
 
 
 def _validated(stage: str, statistics: dict[str, Any]) -> dict[str, Any]:

@@ -258,3 +258,29 @@ def test_eval_schedule_does_not_pretend_without_a_server(run, capsys):
     with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:9/api"}):
         assert main(["eval-schedule", "--run-dir", str(run_dir)]) == 2
     assert "http://127.0.0.1:9/api (PREFECT_API_URL) does not answer" in capsys.readouterr().err
+
+
+def test_a_planted_overlap_with_the_training_split_is_found_and_reported(run, tmp_path):
+    """An external set whose first German line is 20 words of a training document, whose second is not."""
+    from pipeline.languages import language
+
+    cfg, run_dir = run
+    sp = spm.SentencePieceProcessor(model_file=str(run_dir / "tokenizer" / "tokenizer.model"))
+    _, by_lang = open_shards(run_dir / "shards", "train", ["de"])
+    words = next(t.split() for shard in by_lang["de"] for t in (sp.decode(shard.doc(i).tolist()[:-1]) for i in range(len(shard)))
+                 if len(t.split()) >= 40)
+    planted = " ".join(words[10:30])
+    clean = " ".join(f"wort{i}" for i in range(20))
+    flores = tmp_path / "flores"
+    flores.mkdir()
+    (flores / f"{language('de').flores}.devtest").write_text(f"{planted}\n{clean}\n", encoding="utf-8")
+    cfg2 = tmp_path / "eval.toml"
+    cfg2.write_text(cfg.read_text() + f'\n[evaluate]\n[[evaluate.sets]]\nname = "mini"\npath = "{flores}"\n')
+    assert main(["stage", "evaluate", "--config", str(cfg2), "--run-dir", str(run_dir)]) == 0
+    s = json.loads((run_dir / "evaluate" / "manifest.json").read_text())["statistics"]
+    de = s["contamination"]["mini"]["de"]
+    assert (de["texts"], de["contaminated"], de["short"]) == (2, 1, 0) and de["training_documents"] >= 1
+    assert set(s["contamination"]["val"]) == set(LANG_LIST)  # the held-out split is checked too
+    assert "13-grams" in s["contamination_method"]
+    report = (run_dir / "evaluate" / "report.md").read_text()
+    assert "## Contamination" in report and "| mini | de | 2 | 0 | 1 | 50.0% |" in report
