@@ -15,15 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-N = 13
+from stages.ngrams import N, ngrams
+
 METHOD = (f"word {N}-grams (lowercased, whitespace-split) of each evaluated text against every training document "
           "of its language (the shards' train split, decoded); a text is contaminated when one of its n-grams occurs "
           f"there; texts under {N} words cannot match")
-
-
-def ngrams(text: str, n: int = N) -> set[int]:
-    words = text.lower().split()
-    return {hash(" ".join(words[i:i + n])) for i in range(len(words) - n + 1)}
 
 
 @dataclass

@@ -141,6 +141,21 @@ class SourceConfig(StrictModel):
         return self
 
 
+class DecontaminateConfig(StrictModel):
+    """An evaluation set whose texts must not be trained on ([[ingest.decontaminate]]): a document sharing a word
+    13-gram with one of its lines is removed (reason evaluation_overlap)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="Short name, e.g. flores-devtest.")
+    path: str = Field(description="Folder of the files, one text per line; relative to the config file.")
+    pattern: str = Field("{flores}.devtest", description="File name per language; placeholders {lang}, {iso3}, {flores}. "
+                         "A language without a file is not checked against this set.")
+
+    @field_validator("path")
+    @classmethod
+    def _resolve(cls, v: str, info: ValidationInfo) -> str:
+        return _resolve_path(v, info)
+
+
 class IngestConfig(StrictModel):
     sources: list[SourceConfig] = Field(default_factory=list, description="Where the text comes from ([[ingest.sources]]).")
     blocklists: list[BlocklistConfig] = Field(
@@ -160,6 +175,9 @@ class IngestConfig(StrictModel):
     quality: QualityConfig = Field(default_factory=QualityConfig)
     pii: PiiConfig = Field(default_factory=PiiConfig)
     dedup: DedupConfig = Field(default_factory=DedupConfig)
+    decontaminate: list[DecontaminateConfig] = Field(
+        default_factory=list, description="Evaluation sets to keep out of the training data ([[ingest.decontaminate]]): "
+        "documents sharing a word 13-gram with one of their lines are removed (reason evaluation_overlap).")
 
     @model_validator(mode="after")
     def _unique_sources(self) -> IngestConfig:

@@ -26,8 +26,9 @@ from stages.ingest.pii import redact_pii
 from stages.ingest.quality import check_quality, quality_word_stats
 from stages.ingest.inputs import Piece
 from stages.ingest.readers import InputProblem, RawDoc, read_piece
-from stages.ingest.reasons import BLOCKLIST, EMPTY, OPT_OUT
+from stages.ingest.reasons import BLOCKLIST, EMPTY, EVAL_OVERLAP, OPT_OUT
 from stages.ingest.units import DocumentStats, PartFile, Problem
+from stages.ngrams import file_ngrams, ngrams
 
 NO_DOMAIN = "(none)"
 BATCH_DOCS = 2048  # documents per batch through dedup keys and the Parquet writers
@@ -87,6 +88,7 @@ class DocumentChain:
     def __post_init__(self) -> None:
         self.langid = LanguageIdentifier(self.settings.langid)
         self.thresholds = self.settings.quality.for_language(self.lang)
+        self.eval_ngrams = evaluation_ngrams(tuple(self.settings.decontaminate), self.lang)
         self._id_key: str | None = None
         self._id_prefix = hashlib.sha1()
 
@@ -148,12 +150,26 @@ class DocumentChain:
         reason = check_quality(text, self.thresholds, stats)
         if reason:
             return reason, n_words
+        if self.eval_ngrams and not self.eval_ngrams.isdisjoint(ngrams(text)):
+            return EVAL_OVERLAP, n_words
         if self.settings.pii.enabled:
             redacted, counts = redact_pii(text, self.settings.pii)
             row["text"], row["pii_counts"], row["pii_redactions"] = redacted, counts, sum(counts.values())
             if redacted != text:
                 n_words = None
         return None, n_words
+
+
+def evaluation_ngrams(sets: tuple, lang: str) -> frozenset[int]:
+    """The word 13-grams of the language's lines in the declared evaluation sets (files that exist)."""
+    from pipeline.languages import expand_template
+
+    out: set[int] = set()
+    for s in sets:
+        path = Path(s.path) / expand_template(s.pattern, lang)
+        if path.is_file():
+            out |= file_ngrams(path)
+    return frozenset(out)
 
 
 def load_opt_out_domains(source: SourceConfig) -> frozenset[str]:

@@ -23,8 +23,12 @@ QUALITY_REASONS: tuple[str, ...] = (
     *(f"top_{n}gram" for n in TOP_NGRAM_SIZES), *(f"dup_{n}gram" for n in DUP_NGRAM_SIZES),
 )  # fmt: skip
 
+# evaluation sets kept out of the training data ([[ingest.decontaminate]])
+EVAL_OVERLAP = "evaluation_overlap"
+
 # deduplication (dedup/)
 EXACT_DUP, NEAR_DUP = "exact_duplicate", "near_duplicate"
 
 # every reason the stage can record, in the order of the document chain (the record's per_filter order)
-ALL_REASONS: tuple[str, ...] = (EMPTY, OPT_OUT, BLOCKLIST, *LANGID_REASONS, *QUALITY_REASONS, EXACT_DUP, NEAR_DUP)
+ALL_REASONS: tuple[str, ...] = (EMPTY, OPT_OUT, BLOCKLIST, *LANGID_REASONS, *QUALITY_REASONS, EVAL_OVERLAP, EXACT_DUP,
+                               NEAR_DUP)

@@ -51,7 +51,7 @@ MAX_PIECES_PER_FILE = 1000
 
 class IngestStage(UnitStage[IngestConfig]):
     name = "ingest"
-    code_version = "4"
+    code_version = "5"
     config_model = IngestConfig
     steps = (DOCUMENTS, SIGNATURES, BUCKETS, COMPONENTS, CLUSTERS, FILTER)
 
@@ -72,7 +72,7 @@ class IngestStage(UnitStage[IngestConfig]):
         """Size and modification time of every local input file: a changed corpus makes the stage stale. A Hub
         repo enters by name, config and revision (pin a revision to make it exact): `europa status` must not
         list the Hub."""
-        sig: list[Any] = []
+        sig: list[Any] = [_decontaminate_signature(ctx)]
         for source in ctx.settings.sources:
             hub_local = source.kind == "huggingface" and hub_root(source)[2]
             for lang in self._languages(ctx, source):
@@ -99,6 +99,7 @@ class IngestStage(UnitStage[IngestConfig]):
 
     def plan(self, ctx: Ctx, step: Step[Any, Any], done: StepResults) -> list[Unit]:
         if step is DOCUMENTS:
+            _check_decontaminate(ctx)
             return self._plan_documents(ctx)
         documents = DOCUMENTS.results(done)
         units: list[Unit] = []
@@ -136,6 +137,7 @@ class IngestStage(UnitStage[IngestConfig]):
         unreadable input folder, a required source with no file, a file cut into too many pieces are exit 2 at
         once. It reads no input; a Hub source is listed (the plan lists it again)."""
         _blocklist_signature(ctx.settings)
+        _check_decontaminate(ctx)
         self._plan_documents(ctx)
         inside = [s.name for s in ctx.settings.sources if s.path and _reaches_into(s.path, ctx.run_dir.path)]
         if inside:
@@ -560,3 +562,41 @@ def _blocklist_records(settings: IngestConfig, removed: Counter) -> dict[str, Bl
                                         domains=len(bl.domains), urls=len(bl.urls), entries=bl.entries,
                                         removed=int(removed.get(cfg.name, 0)))
     return out
+
+
+def _decontaminate_files(ctx: Ctx) -> list[tuple[str, str, Path]]:
+    from pipeline.languages import expand_template
+
+    return [(s.name, lang, Path(s.path) / expand_template(s.pattern, lang))
+            for s in ctx.settings.decontaminate for lang in ctx.config.run.languages]
+
+
+def _decontaminate_signature(ctx: Ctx) -> list[Any]:
+    """Size and time of each declared evaluation file: a changed set makes the stage stale."""
+    out = []
+    for name, lang, path in _decontaminate_files(ctx):
+        st = path.stat() if path.is_file() else None
+        out.append([name, lang, st.st_size if st else None, st.st_mtime_ns if st else None])
+    return out
+
+
+def _check_decontaminate(ctx: Ctx) -> None:
+    """Each [[ingest.decontaminate]] set is a folder with at least one language's file, in UTF-8: exit 2 before
+    any input is read otherwise."""
+    for s in ctx.settings.decontaminate:
+        if not Path(s.path).is_dir():
+            raise InputError(f"[[ingest.decontaminate]] {s.name!r}: path {s.path} is not a folder; point it at the "
+                             "evaluation set's folder (one file per language, e.g. flores200/devtest)")
+    found = {}
+    for name, lang, path in _decontaminate_files(ctx):
+        if path.is_file():
+            found[name] = True
+            try:
+                path.read_text(encoding="utf-8")
+            except UnicodeDecodeError as e:
+                raise InputError(f"[[ingest.decontaminate]] {name!r}: {path} is not UTF-8 text (byte {e.start}); "
+                                 "convert it to UTF-8") from None
+    for s in ctx.settings.decontaminate:
+        if s.name not in found:
+            raise InputError(f"[[ingest.decontaminate]] {s.name!r}: no file matches pattern {s.pattern!r} in {s.path} "
+                             "for any language of the run; fix the pattern (placeholders {lang}, {iso3}, {flores})")
