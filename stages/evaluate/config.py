@@ -63,6 +63,9 @@ class EvalTaskConfig(StrictModel):
             v.format(lang="x", iso3="x", flores="x")
         except (KeyError, IndexError, ValueError) as e:
             raise ValueError(f"task {v!r} uses an unknown placeholder ({e}); use {{lang}}, {{iso3}} or {{flores}}") from None
+        if not any(f"{{{p}}}" in v for p in ("lang", "iso3", "flores")):
+            raise ValueError(f"task {v!r} names no language: every language would run the same task; give the "
+                             "per-language name with a placeholder, e.g. belebele_{flores} or xnli_{lang}")
         return v
 
     @model_validator(mode="after")

@@ -72,6 +72,10 @@ def evaluate_run(run_dir: RunDir, config: PipelineConfig, *, which: str | None =
     next round). `wait_for_others`: when another evaluation holds the results store (a side `europa evaluate`),
     wait for it to end and keep what it added, instead of failing (the evaluate stage of `europa run`)."""
     settings: EvaluateConfig = config.section("evaluate")
+    if settings.tasks:
+        from stages.evaluate.tasks import check_tasks
+
+        check_tasks(settings.tasks, list(config.run.languages))  # before any checkpoint is loaded
     store = EvalStore(run_dir.store_dir(STORE))
     checkpoints = run_checkpoints(run_dir, published_only=published_only)
     damaged = [c for c in incomplete_checkpoints(run_dir.stage_dir(TRAINING)) if not checkpoints or c.step > checkpoints[-1].step]

@@ -41,6 +41,13 @@ class EvaluateStage(RunStage[EvaluateConfig]):
                 sig.append([s.name, lang, st.st_size if st else None, st.st_mtime_ns if st else None])
         return sig
 
+    def preflight(self, ctx: StageContext[EvaluateConfig]) -> None:
+        """Tasks that cannot run (an unknown name, a dataset that is not there) are exit 2 before the run starts."""
+        if ctx.settings.tasks:
+            from stages.evaluate.tasks import check_tasks
+
+            check_tasks(ctx.settings.tasks, list(ctx.config.run.languages))
+
     def run(self, ctx: StageContext[EvaluateConfig], out_dir: Path) -> StageOutcome:
         if not complete_checkpoints(ctx.upstream_dir("pretrain")):
             raise StageError(f"stage evaluate: {ctx.upstream_dir('pretrain')} holds no complete checkpoint; rerun pretrain")

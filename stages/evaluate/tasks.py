@@ -90,6 +90,35 @@ def manager(include_path: str | None, defaults: bool):
     return TaskManager(include_path=include_path, include_defaults=defaults)
 
 
+def check_tasks(tasks: list[EvalTaskConfig], languages: list[str]) -> None:
+    """Settings no checkpoint can satisfy, refused with one line before any checkpoint is loaded: a dataset_path
+    that is not there, a task lm-eval knows under none of the run's languages (a per-language gap is reported as
+    missing instead). Built tasks (build = "validation") are made by the evaluator and not checked here."""
+    from pipeline.stage import InputError
+
+    for cfg in tasks:
+        if cfg.dataset_path and not Path(cfg.dataset_path).exists():
+            raise InputError(f"[[evaluate.tasks]] {cfg.name}: dataset_path {cfg.dataset_path} does not exist; point it "
+                             "at the local copy of the task's dataset (the Hub is not reachable offline)")
+        if cfg.include_path and not Path(cfg.include_path).is_dir():
+            raise InputError(f"[[evaluate.tasks]] {cfg.name}: include_path {cfg.include_path} is not a folder of lm-eval "
+                             "task YAML files")
+    unbuilt = [cfg for cfg in tasks if not cfg.build]
+    if not unbuilt:
+        return
+    with offline():
+        logging.getLogger("lm_eval").setLevel(logging.WARNING)
+        for cfg in unbuilt:
+            names = {expand_template(cfg.task, lang) for lang in languages}
+            known = set(manager(cfg.include_path, False).all_tasks) if cfg.include_path else set()
+            if not names & known:
+                known = set(manager(cfg.include_path, True).all_tasks)
+            if not names & known:
+                example = sorted(names)[0]
+                raise InputError(f"[[evaluate.tasks]] {cfg.name}: lm-eval knows no task {cfg.task!r} for any language of "
+                                 f"the run (e.g. {example}); check the name with `lm-eval ls tasks`, or add include_path")
+
+
 def run_tasks(hf_dir: Path, tasks: list[EvalTaskConfig], languages: list[str], *, device: str,
               batch_size: int) -> TaskResults:
     with offline():

@@ -88,3 +88,27 @@ limit = 2
     assert [t["name"] for t in s["tasks"]] == ["cloze", "xnli"] and sorted(s["tasks"][1]["missing"]) == sorted(LANG_LIST)
     assert all(s["per_language"][lang]["cloze_acc"] == cloze[lang]["value"] for lang in LANG_LIST)
     assert all(s["per_language"][lang]["cloze_examples"] == 8 for lang in LANG_LIST)
+
+
+def test_tasks_that_cannot_run_are_one_line_and_exit_2_before_any_checkpoint(trained_run, tmp_path, capsys):
+    cfg, src = trained_run
+    run_dir = tmp_path / "run"
+    shutil.copytree(src, run_dir, ignore=shutil.ignore_patterns(".lock", "eval", "evaluate"))
+
+    def conf(i: int, task: str):
+        path = tmp_path / f"bad-{i}.toml"
+        path.write_text(cfg.read_text() + f'\n[evaluate]\n[[evaluate.tasks]]\nname = "t"\n{task}\n')
+        return path
+
+    cases = [('task = "nosuchtask_{lang}"', "lm-eval knows no task 'nosuchtask_{lang}' for any language of the run"),
+             (f'task = "xnli_{{lang}}"\ndataset_path = "{tmp_path / "absent"}"', "dataset_path")]
+    for i, (task, message) in enumerate(cases):
+        save_run_config(RunDir(run_dir), load_config(conf(i, task)))  # what `europa run --config` records
+        capsys.readouterr()
+        assert main(["evaluate", "--run-dir", str(run_dir), "--checkpoint", "step-6"]) == 2, task
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
+        assert not (run_dir / "eval" / "step-6").exists()  # refused before the checkpoint was loaded
+    assert main(["stage", "evaluate", "--config", str(conf(2, 'task = "belebele"')), "--run-dir", str(run_dir)]) == 2
+    assert "names no language" in capsys.readouterr().err
+    assert not (run_dir / "evaluate").exists()
