@@ -31,6 +31,14 @@ class SetContamination(Record):
     training_documents: int = Field(description="Training documents sharing a 13-gram with any evaluated text of the set.")
 
 
+class LanguageGapRecord(Record):
+    best: str
+    worst: str
+    gap: float = Field(description="Worst minus best bits per byte (best minus worst value for a task): positive.")
+    gap_stderr: float | None = Field(description="The two languages' standard errors combined.")
+    languages: int
+
+
 class EvaluateRecord(Record):
     latest_step: int
     checkpoints_evaluated: list[int]
@@ -48,6 +56,8 @@ class EvaluateRecord(Record):
     regression_sigma: float
     method: str
     skipped: list[SkippedCheckpoint] = Field(description="Damaged checkpoints that could not be evaluated.")
+    language_gap: dict[str, LanguageGapRecord] | None = Field(
+        None, description="Per set and task, the best and the worst language at the latest step and the gap between them.")
     contamination: dict[str, dict[str, SetContamination]] | None = Field(
         None, description="Per set and language, evaluated texts that share a word 13-gram with the training split "
         "(stages/evaluate/contamination.py); absent in records written before it.")

@@ -105,7 +105,46 @@ def history_rows(all_metrics: list[CheckpointMetrics]) -> list[dict[str, Any]]:
                              "bits_per_byte_stderr": None, "token_accuracy": None, "tokens": None, "bytes": None,
                              "documents": None, "metric": t.metric, "value": t.value, "value_stderr": t.stderr,
                              "examples": t.examples})
+    by_step = {m.step: {"step": m.step, "evaluated_at": m.evaluated_at, "checkpoint_id": m.checkpoint_id} for m in all_metrics}
+    for g in language_gaps(all_metrics):  # kind language_gap: lang is the worst language, metric names the best
+        rows.append({**by_step[g.step], "kind": "language_gap", "set": g.set, "lang": g.worst, "loss": None,
+                     "bits_per_byte": None, "bits_per_byte_stderr": None, "token_accuracy": None, "tokens": None,
+                     "bytes": None, "documents": None, "metric": f"{g.kind} gap to {g.best}", "value": g.gap,
+                     "value_stderr": g.gap_stderr, "examples": g.languages})
     return rows
+
+
+@dataclass(frozen=True)
+class LanguageGap:
+    """The distance between the best and the worst language of one set or task at one checkpoint: what a
+    multilingual model is judged by. For bits per byte the best is the lowest; for a task, the highest."""
+
+    step: int
+    kind: Literal["bits_per_byte", "task"]
+    set: str
+    best: str
+    worst: str
+    gap: float  # worst - best for bits per byte, best - worst for a task: positive either way
+    gap_stderr: float | None  # the two languages' standard errors combined (independent samples)
+    languages: int
+
+
+def language_gaps(all_metrics: list[CheckpointMetrics]) -> list[LanguageGap]:
+    out = []
+    for m in all_metrics:
+        for set_name, langs in m.sets.items():
+            figures = {lang: (f.bits_per_byte, f.bits_per_byte_stderr) for lang, f in langs.items()}
+            if len(figures) >= 2:
+                best, worst = min(figures, key=lambda k: figures[k][0]), max(figures, key=lambda k: figures[k][0])
+                out.append(LanguageGap(m.step, "bits_per_byte", set_name, best, worst, figures[worst][0] - figures[best][0],
+                                       _combined(figures[worst][1], figures[best][1]), len(figures)))
+        for task, langs in m.tasks.items():
+            figures = {lang: (t.value, t.stderr) for lang, t in langs.items()}
+            if len(figures) >= 2:
+                best, worst = max(figures, key=lambda k: figures[k][0]), min(figures, key=lambda k: figures[k][0])
+                out.append(LanguageGap(m.step, "task", task, best, worst, figures[best][0] - figures[worst][0],
+                                       _combined(figures[worst][1], figures[best][1]), len(figures)))
+    return out
 
 
 @dataclass(frozen=True)
@@ -247,6 +286,13 @@ def report_markdown(all_metrics: list[CheckpointMetrics], rows: list[Change], th
         for r in tasks:
             lines.append(f"| {r.set} | {r.lang} | {r.examples:,} | {r.metric} | {_pm(r.value, r.stderr)} | "
                          f"{_change(r)} | {'REGRESSION' if r.flagged else ''} |")
+    gaps = language_gaps(all_metrics)
+    if gaps:
+        lines += ["", "Gap between the best and the worst language, at every checkpoint evaluated (± combines the two "
+                      "languages' standard errors):", "",
+                  "| step | set or task | best | worst | gap | languages |", "|---|---|---|---|---|---|"]
+        for g in gaps:
+            lines.append(f"| {g.step} | {g.set} | {g.best} | {g.worst} | {_pm(g.gap, g.gap_stderr)} | {g.languages} |")
     missing = {k: v for k, v in {**latest.missing, **latest.tasks_missing}.items() if v}
     if missing:
         lines += ["", "Languages without evaluation text or task: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in missing.items())]

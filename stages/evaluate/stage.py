@@ -19,8 +19,9 @@ from pipeline.manifest import Manifest
 from pipeline.stage import RunStage, StageContext, StageError, StageOutcome
 from stages.evaluate.config import EvaluateConfig
 from stages.evaluate.contamination import METHOD
-from stages.evaluate.record import EvaluateRecord, SetContamination, SkippedCheckpoint, TaskSummary
-from stages.evaluate.results import EvalStore, changes
+from stages.evaluate.record import (EvaluateRecord, LanguageGapRecord, SetContamination, SkippedCheckpoint,
+                                    TaskSummary)
+from stages.evaluate.results import EvalStore, changes, language_gaps
 from stages.evaluate.runner import STORE, evaluate_run
 
 
@@ -100,6 +101,8 @@ class EvaluateStage(RunStage[EvaluateConfig]):
                    "training rows (BOS + document, attention within the document), seq_len "
                    f"{latest.seq_len}; standard errors over documents (ratio estimator)",
             skipped=[SkippedCheckpoint.model_validate(s) for s in outcome.skipped],
+            language_gap={g.set: LanguageGapRecord(best=g.best, worst=g.worst, gap=g.gap, gap_stderr=g.gap_stderr,
+                                                   languages=g.languages) for g in language_gaps([latest])},
             contamination=contamination,
             contamination_method=METHOD,
         )

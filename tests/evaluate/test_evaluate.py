@@ -65,8 +65,18 @@ def test_evaluates_every_language_once_with_history_report_and_plots(run, capsys
         assert 0 <= f["token_accuracy"] <= 1
     assert m6["checkpoint_id"] != m3["checkpoint_id"]
     history = pq.read_table(ev / "history.parquet").to_pylist()
-    assert len(history) == 2 * len(LANG_LIST) and {r["step"] for r in history} == {3, 6}
+    bpb = [r for r in history if r["kind"] == "bits_per_byte"]
+    assert len(bpb) == 2 * len(LANG_LIST) and {r["step"] for r in bpb} == {3, 6}
+    # the best-to-worst language gap, per checkpoint, with its standard error
+    gaps = {r["step"]: r for r in history if r["kind"] == "language_gap"}
+    assert sorted(gaps) == [3, 6]
+    at6 = {lang: f["bits_per_byte"] for lang, f in m6["sets"]["val"].items()}
+    worst, best = max(at6, key=at6.get), min(at6, key=at6.get)
+    g = gaps[6]
+    assert g["lang"] == worst and g["metric"] == f"bits_per_byte gap to {best}"
+    assert g["value"] == pytest.approx(at6[worst] - at6[best]) and g["value_stderr"] > 0
     report = (ev / "report.md").read_text()
+    assert f"| 6 | val | {best} | {worst} | {g['value']:.4f} ± {g['value_stderr']:.4f} | {len(LANG_LIST)} |" in report
     assert "# Evaluation: step 6" in report and "change since previous" in report
     assert all(f"| val | {lang} |" in report for lang in LANG_LIST)
     for png in ("bpb_latest.png", "bpb_over_steps.png"):
@@ -278,6 +288,7 @@ def test_a_planted_overlap_with_the_training_split_is_found_and_reported(run, tm
     cfg2.write_text(cfg.read_text() + f'\n[evaluate]\n[[evaluate.sets]]\nname = "mini"\npath = "{flores}"\n')
     assert main(["stage", "evaluate", "--config", str(cfg2), "--run-dir", str(run_dir)]) == 0
     s = json.loads((run_dir / "evaluate" / "manifest.json").read_text())["statistics"]
+    assert set(s["language_gap"]) == {"val"} and s["language_gap"]["val"]["gap"] > 0  # mini: one language, no gap
     de = s["contamination"]["mini"]["de"]
     assert (de["texts"], de["contaminated"], de["short"]) == (2, 1, 0) and de["training_documents"] >= 1
     assert set(s["contamination"]["val"]) == set(LANG_LIST)  # the held-out split is checked too
