@@ -90,6 +90,17 @@ def manager(include_path: str | None, defaults: bool):
     return TaskManager(include_path=include_path, include_defaults=defaults)
 
 
+def with_dataset_path(tm: Any, name: str, dataset_path: str) -> dict[str, Any]:
+    """The registered task's whole config with its dataset_path replaced, as a spec for TaskManager.load.
+
+    Why not {"task": name, "dataset_path": ...}: lm-eval 0.4.13 (pinned) builds a dict spec as a new inline task
+    from the dict alone, so the registered task's YAML (dataset_name, prompts, splits, metrics) would be lost and
+    a per-language config such as belebele's could not load. The YAML is read through the index's private
+    entry and factory: the one place that depends on them, checked by tests/evaluate/test_tasks.py."""
+    entry = tm._index[name]
+    return tm._factory._load_full_config(entry, {"dataset_path": dataset_path})
+
+
 def check_tasks(tasks: list[EvalTaskConfig], languages: list[str]) -> None:
     """Settings no checkpoint can satisfy, refused with one line before any checkpoint is loaded: a dataset_path
     that is not there, a task lm-eval knows under none of the run's languages (a per-language gap is reported as
@@ -147,7 +158,7 @@ def _run_tasks(hf_dir: Path, tasks: list[EvalTaskConfig], languages: list[str], 
                 out.missing.setdefault(cfg.name, []).append(lang)
                 out.reasons.setdefault(cfg.name, {})[lang] = f"lm-eval has no task {name}"
                 continue
-            spec: Any = {"task": name, "dataset_path": cfg.dataset_path} if cfg.dataset_path else name
+            spec: Any = with_dataset_path(tm, name, cfg.dataset_path) if cfg.dataset_path else name
             try:
                 by_lang[lang] = next(iter(tm.load(spec)["tasks"].values()))
             except Exception as e:  # noqa: BLE001 - a task whose data is absent is reported, not fatal

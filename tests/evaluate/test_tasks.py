@@ -112,3 +112,43 @@ def test_tasks_that_cannot_run_are_one_line_and_exit_2_before_any_checkpoint(tra
     assert main(["stage", "evaluate", "--config", str(conf(2, 'task = "belebele"')), "--run-dir", str(run_dir)]) == 2
     assert "names no language" in capsys.readouterr().err
     assert not (run_dir / "evaluate").exists()
+
+
+def test_belebele_and_multiblimp_run_offline_from_local_datasets(trained_run, tmp_path, capsys):
+    """The real lm-eval task names with local data in their Hub layouts (tests/evaluate/task_data.py): belebele
+    has no Irish, MultiBLiMP no Maltese, so together they cover the run's six languages, and the report and the
+    record say which language lacks which task."""
+    from stages.evaluate.cloze import sentences_from_run
+    from tests.evaluate import task_data
+
+    cfg, src = trained_run
+    run_dir = tmp_path / "run"
+    shutil.copytree(src, run_dir, ignore=shutil.ignore_patterns(".lock", "eval", "evaluate"))
+    sentences = {lang: s[:3] for lang, s in sentences_from_run(run_dir, LANG_LIST).items()}
+    with_belebele = [lang for lang in LANG_LIST if lang != "ga"]
+    with_multiblimp = [lang for lang in LANG_LIST if lang != "mt"]
+    bb = task_data.belebele(tmp_path / "belebele", with_belebele, {lang: sentences[lang][0] for lang in with_belebele})
+    mb = task_data.multiblimp(tmp_path / "multiblimp", with_multiblimp, sentences)
+    (tmp_path / "tasks.toml").write_text(cfg.read_text() + f"""
+[evaluate]
+[[evaluate.tasks]]
+name = "belebele"
+task = "belebele_{{flores}}"
+dataset_path = "{bb}"
+limit = 2
+[[evaluate.tasks]]
+name = "multiblimp"
+task = "multiblimp_{{iso3}}"
+dataset_path = "{mb}"
+limit = 2
+""")
+    save_run_config(RunDir(run_dir), load_config(tmp_path / "tasks.toml"))
+    assert main(["evaluate", "--run-dir", str(run_dir), "--checkpoint", "step-6"]) == 0
+    m = json.loads((run_dir / "eval" / "step-6" / "metrics.json").read_text())
+    assert sorted(m["tasks"]["belebele"]) == sorted(with_belebele)
+    assert sorted(m["tasks"]["multiblimp"]) == sorted(with_multiblimp)
+    assert all(f["examples"] == 2 and 0 <= f["value"] <= 1 for t in m["tasks"].values() for f in t.values())
+    assert m["tasks"]["belebele"]["de"]["lm_eval_task"] == "belebele_deu_Latn"
+    assert m["tasks_missing"]["belebele"] == ["ga"] and m["tasks_missing"]["multiblimp"] == ["mt"]
+    report = (run_dir / "eval" / "report.md").read_text()
+    assert "belebele: ga" in report and "multiblimp: mt" in report
