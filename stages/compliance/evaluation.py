@@ -109,7 +109,7 @@ def capabilities_text(rec: Records) -> Fact:
 def contamination_text(rec: Records) -> Fact:
     """How many evaluated texts share a word 13-gram with the training split, per set: a score on such texts
     measures memory rather than generalisation."""
-    def text(c: dict, method: str) -> str:
+    def text(c: dict, _method: str) -> str:  # the method is an input for its footnote only
         parts = []
         for name, langs in c.items():
             texts = sum(v["texts"] for v in langs.values())

@@ -132,18 +132,16 @@ class LanguageGap:
 def language_gaps(all_metrics: list[CheckpointMetrics]) -> list[LanguageGap]:
     out = []
     for m in all_metrics:
-        for set_name, langs in m.sets.items():
-            figures = {lang: (f.bits_per_byte, f.bits_per_byte_stderr) for lang, f in langs.items()}
-            if len(figures) >= 2:
-                best, worst = min(figures, key=lambda k: figures[k][0]), max(figures, key=lambda k: figures[k][0])
-                out.append(LanguageGap(m.step, "bits_per_byte", set_name, best, worst, figures[worst][0] - figures[best][0],
-                                       _combined(figures[worst][1], figures[best][1]), len(figures)))
-        for task, langs in m.tasks.items():
-            figures = {lang: (t.value, t.stderr) for lang, t in langs.items()}
-            if len(figures) >= 2:
-                best, worst = max(figures, key=lambda k: figures[k][0]), min(figures, key=lambda k: figures[k][0])
-                out.append(LanguageGap(m.step, "task", task, best, worst, figures[best][0] - figures[worst][0],
-                                       _combined(figures[worst][1], figures[best][1]), len(figures)))
+        groups = [("bits_per_byte", name, {lang: (f.bits_per_byte, f.bits_per_byte_stderr) for lang, f in langs.items()})
+                  for name, langs in m.sets.items()]
+        groups += [("task", name, {lang: (t.value, t.stderr) for lang, t in langs.items()}) for name, langs in m.tasks.items()]
+        for kind, name, figures in groups:
+            if len(figures) < 2:
+                continue
+            ranked = sorted(figures, key=lambda k: figures[k][0], reverse=kind == "task")  # best first
+            best, worst = ranked[0], ranked[-1]
+            out.append(LanguageGap(m.step, kind, name, best, worst, abs(figures[worst][0] - figures[best][0]),
+                                   _combined(figures[worst][1], figures[best][1]), len(figures)))
     return out
 
 

@@ -52,3 +52,18 @@ def test_an_evaluation_set_that_is_not_there_is_one_line_and_exit_2(tmp_path, ud
     (tmp_path / "absent").mkdir()
     assert run_ingest(cfg, tmp_path / "run") == 2
     assert "no file matches pattern '{flores}.devtest'" in capsys.readouterr().err
+
+
+def test_an_evaluation_file_that_is_not_utf8_is_one_line_and_exit_2(tmp_path, udhr_dir, capsys):
+    evals = tmp_path / "evalset"
+    evals.mkdir()
+    (evals / f"{language('de').flores}.devtest").write_bytes(b"Ein Satz \xff\xfe kaputt.\n")
+    body = udhr_source(udhr_dir) + textwrap.dedent(f"""
+        [[ingest.decontaminate]]
+        name = "mini"
+        path = "{evals}"
+        """)
+    cfg = write_config(tmp_path, body, languages=json.dumps(LANGS))
+    assert run_ingest(cfg, tmp_path / "run") == 2
+    err = capsys.readouterr().err
+    assert "[[ingest.decontaminate]] 'mini':" in err and "is not UTF-8 text (byte 9); convert it to UTF-8" in err

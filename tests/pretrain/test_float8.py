@@ -73,3 +73,14 @@ def test_the_planner_counts_float8_matmuls_at_the_fp8_peak():
     assert fp8_.compute_s < 0.8 * bf16.compute_s  # the matmuls at twice the peak; attention stays bf16
     # jupiter-1t's layout is InfiniBand-bound: the faster matmuls do not make its step shorter
     assert fp8_plan.predicted["expected"].tokens_per_s_per_gpu >= bf16_plan.predicted["expected"].tokens_per_s_per_gpu
+
+
+def test_float8_without_torchao_says_how_to_install_it(monkeypatch):
+    import importlib.util
+
+    from stages.pretrain.trainer_config import UnsupportedSetting, float8_converters
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torchao" else real(name, *a))
+    with pytest.raises(UnsupportedSetting, match=r'float8 = "rowwise" needs torchao.*pip install -e "\.\[float8\]"'):
+        float8_converters("rowwise", False)

@@ -104,3 +104,18 @@ def test_fineweb2_table_and_bad_tables(tmp_path, udhr_dir, capsys):
     err = capsys.readouterr().err
     assert "rehydration" in err and "row 3: cluster size 4 after 5: the sizes must increase" in err
     assert not (tmp_path / "run" / "ingest").exists()
+
+
+def test_ingest_output_without_cluster_sizes_names_the_file_and_the_fix(rehydrated_run, tmp_path):
+    """Ingest output of an earlier code version has no cluster_size: rehydration refuses it, naming the file."""
+    import pyarrow.parquet as pq
+
+    from stages.shards.tokenize import MissingClusterSizes, tokenize_files
+
+    src = sorted((rehydrated_run / "ingest" / "data" / "de").glob("*.parquet"))[0]
+    old = tmp_path / "old.parquet"
+    pq.write_table(pq.read_table(src).drop_columns(["cluster_size"]), old)
+    with pytest.raises(MissingClusterSizes, match=r"old.parquet has no cluster_size column .* rerun the ingest stage, "
+                                                  r"or unset \[shards.mixture\] rehydration"):
+        tokenize_files(rehydrated_run / "tokenizer" / "tokenizer.model", [old], tmp_path / "out", seed=1,
+                       val_threshold=0, shard_bytes=1 << 20, rehydration=tuple(map(tuple, TABLE)))
