@@ -74,6 +74,12 @@ class DedupConfig(BaseModel):
     partitions): a buckets unit holds 8 bytes per band row of its partition plus the rows and signatures of its
     candidates, so this bounds its memory (docs/benchmarks.md has the measured bytes per document)."""
 
+    fan_in: int = Field(256, ge=2)
+    """Keys folders a dedup unit may open: a group with more documents units than this first merges their keys in
+    levels of runs of at most fan_in (dedup/merge.py), so each buckets and clusters unit reads at most fan_in
+    folders (and each merge unit as many) whatever the size of the group. Each level rewrites the group's keys
+    once: raise it to save levels, lower it where open files or small reads are dear."""
+
     @model_validator(mode="after")
     def _check_bands(self) -> DedupConfig:
         if self.bands * self.rows != self.num_perm:

@@ -107,3 +107,7 @@ class IngestRecord(Record):
     dedup_groups: dict[str, list[str]] = Field(
         default_factory=dict, description="Per language, its groups of documents deduplicated apart from each other: "
         "the language itself, or `<lang>-<source>` / `<lang>-dump-<dump>` under the source and dump scopes.")
+    dedup_merge_levels: dict[str, list[int]] = Field(
+        default_factory=dict, description="Per dedup group with more documents units than [ingest.dedup] fan_in: the "
+        "keys folders at each merge level (dedup/merge.py); the last is how many each buckets and clusters unit read. "
+        "Absent: the group's step-1 folders were read directly.")

@@ -1,9 +1,11 @@
 """The ingest stage: declared sources -> clean, deduplicated Parquet per language, with a full record.
 
-Five steps (waves of units on the task runner), each unit bounded, crash-safe and skipped when done:
+Waves of units on the task runner, each unit bounded, crash-safe and skipped when done:
     documents   language x source x pieces of input files (<= max_unit_bytes; inputs.py): the document chain
                 (process.py) -> kept.parquet (rows + dedup keys) and removed parts
     signatures  per documents unit: its dedup keys by band partition (dedup/signatures.py)
+    merge-NNN   only a group of more documents units than dedup.fan_in: runs of at most fan_in keys folders merged
+                into one, in levels until at most fan_in are left (dedup/merge.py)
     buckets     per dedup group x band partition: exact duplicates and verified near-duplicate pairs (dedup/exact.py,
                 dedup/buckets.py); partitions = ceil(kept documents of the group / dedup.partition_docs)
     clusters    per dedup group: which documents in pairs are dropped, for whom (dedup/clusters.py)
@@ -35,10 +37,10 @@ from stages.ingest.readers import version_found
 from stages.ingest.reasons import ALL_REASONS, EXACT_DUP, NEAR_DUP
 from stages.ingest.record import (BlocklistRecord, ClusterRecord, IngestRecord, LanguageCounts, OptOut, SourceRecord,
                                   Totals)
-from stages.ingest.units import (BUCKETS, CLUSTERS, COMPONENTS, DOCUMENTS, FILTER, SIGNATURES, BucketsPayload,
+from stages.ingest.units import (BUCKETS, CLUSTERS, COMPONENTS, DOCUMENTS, FILTER, MERGE, SIGNATURES, BucketsPayload,
                                  BucketsResult, ClustersPayload, ClustersResult, DocumentsPayload, DocumentsResult,
-                                 DocumentStats, FilterResult, PartFile, Piece, Problem, RankedUnitPayload, RoundPayload,
-                                 RoundResult, SignaturesResult)
+                                 DocumentStats, FilterResult, MergePayload, MergeResult, PartFile, Piece, Problem,
+                                 RankedUnitPayload, RoundPayload, RoundResult, SignaturesResult)
 
 Ctx = StageContext[IngestConfig]
 EXACT_DIR, PAIRS_DIR = "exact", "pairs"  # a buckets unit's two outputs (steps 2a and 2b of dedup/)
@@ -53,13 +55,18 @@ class IngestStage(UnitStage[IngestConfig]):
     name = "ingest"
     code_version = "5"
     config_model = IngestConfig
-    steps = (DOCUMENTS, SIGNATURES, BUCKETS, COMPONENTS, CLUSTERS, FILTER)
+    steps = (DOCUMENTS, SIGNATURES, MERGE, BUCKETS, COMPONENTS, CLUSTERS, FILTER)
 
     def iter_steps(self, ctx: Ctx, done: StepResults) -> Iterator[Step[Any, Any]]:
-        """The steps in order, with as many rounds of components as the groups clustered in rounds need:
-        components-000 scatters their pairs by node, and a round is planned while one of them has not found its
-        star forest."""
-        yield from (DOCUMENTS, SIGNATURES, BUCKETS)
+        """The steps in order, with as many merge levels as the group with the most documents units needs (merge-001
+        merges step-1 folders, each level the one before), and as many rounds of components as the groups
+        clustered in rounds need: components-000 scatters their pairs by node, and a round is planned while one of
+        them has not found its star forest."""
+        yield from (DOCUMENTS, SIGNATURES)
+        levels = max((len(self._levels(ctx, uids)) for uids in self._ranked_units(ctx, done).values()), default=0)
+        for level in range(1, levels + 1):
+            yield MERGE.round(level)
+        yield BUCKETS
         rnd = 0
         while any(self._converged_round(done, group, partitions) is None
                   for (_, group), (_, partitions) in self._in_rounds(ctx, done).items()):
@@ -104,12 +111,16 @@ class IngestStage(UnitStage[IngestConfig]):
         documents = DOCUMENTS.results(done)
         units: list[Unit] = []
         rnd = COMPONENTS.round_of(step.name)
+        level = MERGE.round_of(step.name)
         in_rounds = self._in_rounds(ctx, done) if step in (CLUSTERS, FILTER) or rnd is not None else {}
         for (lang, group), uids in self._ranked_units(ctx, done).items():
             partitions = self._partitions(ctx, done, uids)
             kept = {uid: documents[uid].stats.kept for uid in uids}  # what each step's cost follows
             rounds = (lang, group) in in_rounds
-            if step is SIGNATURES or step is FILTER:
+            key_step, key_units = self._key_units(ctx, group, uids)
+            if level is not None:
+                units += self._plan_merge(ctx, lang, group, uids, level, partitions, kept)
+            elif step is SIGNATURES or step is FILTER:
                 units += [step.unit(uid, RankedUnitPayload(lang=lang, group=group, rank=rank, partitions=partitions,
                                                            kept=kept[uid], near_parts=partitions if rounds else 0))
                           for rank, uid in enumerate(uids)]
@@ -121,16 +132,47 @@ class IngestStage(UnitStage[IngestConfig]):
             elif step is CLUSTERS and ctx.settings.dedup.near and rounds:
                 converged = self._converged_round(done, group, partitions)
                 units += [CLUSTERS.unit(f"{group}-{p:05d}", ClustersPayload(
-                    lang=lang, group=group, partitions=partitions, units=uids, kept=sum(kept.values()) // partitions,
-                    partition=p, rounds=converged)) for p in range(partitions)]
+                    lang=lang, group=group, partitions=partitions, units=key_units, key_step=key_step,
+                    kept=sum(kept.values()) // partitions, partition=p, rounds=converged)) for p in range(partitions)]
             elif step is BUCKETS:
                 units += [BUCKETS.unit(f"{group}-{p:05d}", BucketsPayload(
-                    lang=lang, group=group, partition=p, partitions=partitions, units=uids,
+                    lang=lang, group=group, partition=p, partitions=partitions, units=key_units, key_step=key_step,
                     kept=sum(kept.values()) / partitions)) for p in range(partitions)]
             elif step is CLUSTERS and ctx.settings.dedup.near:
                 units.append(CLUSTERS.unit(group, ClustersPayload(lang=lang, group=group, partitions=partitions,
-                                                                  units=uids, kept=sum(kept.values()))))
+                                                                  units=key_units, key_step=key_step,
+                                                                  kept=sum(kept.values()))))
         return units
+
+    @staticmethod
+    def _levels(ctx: Ctx, uids: list[str]) -> list[int]:
+        from stages.ingest.dedup.merge import merge_levels
+
+        return merge_levels(len(uids), ctx.settings.dedup.fan_in)
+
+    def _key_units(self, ctx: Ctx, group: str, uids: list[str]) -> tuple[str, list[str]]:
+        """The step and units whose folders hold a group's keys for the buckets and clusters steps: its
+        documents units' step-1 folders, or the folders of its last merge level."""
+        levels = self._levels(ctx, uids)
+        if not levels:
+            return SIGNATURES.name, uids
+        return MERGE.round(len(levels)).name, [f"{group}-{i:05d}" for i in range(levels[-1])]
+
+    def _plan_merge(self, ctx: Ctx, lang: str, group: str, uids: list[str], level: int, partitions: int,
+                    kept: dict[str, int]) -> list[Unit]:
+        """Level `level`'s merge units of a group: runs of fan_in folders of the level below; unit i holds the
+        ranks from i * fan_in^level."""
+        levels, fan_in = self._levels(ctx, uids), ctx.settings.dedup.fan_in
+        if level > len(levels):
+            return []
+        below = uids if level == 1 else [f"{group}-{i:05d}" for i in range(levels[level - 2])]
+        below_step = SIGNATURES.name if level == 1 else MERGE.round(level - 1).name
+        span = fan_in ** level  # ranks per unit of this level
+        step = MERGE.round(level)
+        return [step.unit(f"{group}-{i:05d}", MergePayload(
+            lang=lang, group=group, level=level, input_step=below_step, inputs=below[i * fan_in:(i + 1) * fan_in],
+            first_rank=i * span, partitions=partitions, kept=sum(kept[u] for u in uids[i * span:(i + 1) * span])))
+            for i in range(levels[level - 1])]
 
     def preflight(self, ctx: Ctx) -> None:
         """The documents plan, made once before any engine starts: no sources, a missing block list, an
@@ -234,12 +276,19 @@ class IngestStage(UnitStage[IngestConfig]):
             p = SIGNATURES.payload_of(unit)
             stats = write_signatures(ctx.unit_dir(DOCUMENTS.name, unit.id) / KEPT, out_dir, cfg, p.partitions)
             return SignaturesResult(lang=p.lang, **dict(stats))
+        if (level := MERGE.round_of(unit.step)) is not None:
+            from stages.ingest.dedup.merge import merge_key_folders
+
+            m = MERGE.round(level).payload_of(unit)
+            stats = merge_key_folders([ctx.unit_dir(m.input_step, u) for u in m.inputs], m.first_rank, out_dir, cfg,
+                                      m.partitions)
+            return MergeResult(lang=m.lang, group=m.group, **dict(stats))
         if unit.step == BUCKETS.name:
             from stages.ingest.dedup.buckets import find_candidate_pairs
             from stages.ingest.dedup.exact import find_exact_duplicates
 
             b = BUCKETS.payload_of(unit)
-            step1 = [ctx.unit_dir(SIGNATURES.name, u) for u in b.units]
+            step1 = [ctx.unit_dir(b.key_step, u) for u in b.units]
             exact = find_exact_duplicates(step1, b.partition, out_dir / EXACT_DIR, cfg, b.partitions)
             pairs = find_candidate_pairs(step1, b.partition, out_dir / PAIRS_DIR, cfg, b.partitions)
             return BucketsResult(lang=b.lang, exact=exact, pairs=pairs)
@@ -260,7 +309,7 @@ class IngestStage(UnitStage[IngestConfig]):
             from stages.ingest.dedup.clusters import resolve_clusters, resolve_from_rounds
 
             c = CLUSTERS.payload_of(unit)
-            step1 = [ctx.unit_dir(SIGNATURES.name, u) for u in c.units]
+            step1 = [ctx.unit_dir(c.key_step, u) for u in c.units]
             if c.partition is not None:
                 labels = ctx.unit_dir(COMPONENTS.round(c.rounds).name, unit.id)
                 first = ctx.unit_dir(COMPONENTS.round(1).name, unit.id)
@@ -301,14 +350,15 @@ class IngestStage(UnitStage[IngestConfig]):
         if unit.step == DOCUMENTS.name:
             return float(sum(piece.bytes for piece in DOCUMENTS.payload_of(unit).pieces))
         payload = unit.payload
-        assert isinstance(payload, (RankedUnitPayload, BucketsPayload, ClustersPayload, RoundPayload)), unit.step
+        assert isinstance(payload, (RankedUnitPayload, MergePayload, BucketsPayload, ClustersPayload, RoundPayload)), \
+            unit.step
         return float(payload.kept)
 
     def unit_work(self, unit: Unit, result: Any) -> tuple[float, str] | None:
         """For the progress line's rate: MB read (documents), documents (the dedup steps per unit)."""
         if isinstance(result, DocumentsResult):
             return float(result.stats.bytes_in) / 1e6, "MB"
-        if isinstance(result, (SignaturesResult, FilterResult)):
+        if isinstance(result, (SignaturesResult, MergeResult, FilterResult)):
             return float(result.docs), "docs"
         return None
 
@@ -391,6 +441,8 @@ class IngestStage(UnitStage[IngestConfig]):
             dedup_scope=settings.dedup.scope,
             dedup_groups=_groups_by_language(self._ranked_units(ctx, done)),
             dedup_clusters=_cluster_records(CLUSTERS.results(done)),
+            dedup_merge_levels={group: levels for (_, group), uids in self._ranked_units(ctx, done).items()
+                                if (levels := self._levels(ctx, uids))},
         )
         write_report(out_dir, statistics)  # after the parts: it reads its examples back from rejected/
         summary = {"languages": len(per_lang) - len(empty), "docs in": totals.docs_in, "kept": totals.kept,

@@ -130,14 +130,44 @@ class SignaturesResult(SignatureStats, UnitResult):
     lang: str
 
 
+# --- merge: per run of at most fan_in keys folders, in levels (dedup/merge.py) ----------------------------------
+class MergePayload(Payload):
+    lang: str
+    group: str
+    level: int  # 1 merges step-1 folders, level k the folders of level k - 1
+    input_step: str  # signatures for level 1, else the level below
+    inputs: list[str]  # its unit ids, in rank order
+    first_rank: int  # the rank of the first unit the inputs hold
+    partitions: int
+    kept: int  # documents the inputs hold: what the step's cost follows
+
+
+class MergeStats(StepStats):
+    """A merge unit (dedup/merge.py): the ranks its folder holds and what it read and wrote."""
+
+    first_rank: int
+    ranks: int
+    inputs: int  # keys folders it read: at most [ingest.dedup] fan_in
+    docs: int
+    band_rows: int
+    exact_rows: int
+    bytes_written: int
+
+
+class MergeResult(MergeStats, UnitResult):
+    lang: str
+    group: str
+
+
 # --- buckets: language x band partition ---------------------------------------------------------------------
 class BucketsPayload(Payload):
     lang: str
     group: str
     partition: int
     partitions: int
-    units: list[str]  # the group's documents units in rank order
+    units: list[str]  # the units of `key_step` holding the group's keys, in rank order
     kept: float  # expected documents in the partition
+    key_step: str = "signatures"  # the group's last merge level when it has more units than fan_in
 
 
 class ExactStats(StepStats):
@@ -173,8 +203,9 @@ class ClustersPayload(Payload):
     lang: str
     group: str
     partitions: int
-    units: list[str]
+    units: list[str]  # the units of `key_step` holding the group's keys (the representatives' ids), in rank order
     kept: int
+    key_step: str = "signatures"
     partition: int | None = None  # a group clustered in rounds: one clusters unit per partition of its nodes
     rounds: int = 0  # ... reading the labels of this round, the first that found a star forest
 
@@ -250,6 +281,7 @@ class FilterResult(FilterStats, UnitResult):
 
 DOCUMENTS = Step("documents", DocumentsPayload, DocumentsResult)
 SIGNATURES = Step("signatures", RankedUnitPayload, SignaturesResult)
+MERGE = Step("merge", MergePayload, MergeResult)  # run as levels merge-001, ... for groups above fan_in (iter_steps)
 BUCKETS = Step("buckets", BucketsPayload, BucketsResult)
 CLUSTERS = Step("clusters", ClustersPayload, ClustersResult)
 COMPONENTS = Step("components", RoundPayload, RoundResult)  # run as rounds components-000, -001, ... (iter_steps)

@@ -18,9 +18,10 @@ from stages.ingest.dedup.buckets import find_candidate_pairs
 from stages.ingest.dedup.clusters import Rule, resolve_clusters
 from stages.ingest.dedup.exact import find_exact_duplicates
 from stages.ingest.dedup.filter import filter_unit
+from stages.ingest.dedup.merge import merge_key_folders, merge_levels
 from stages.ingest.dedup.signatures import write_signatures
 from stages.ingest.minhash import DedupConfig
-from stages.ingest.units import ClusterStats, ExactStats, FilterStats, PairStats, SignatureStats, StepStats
+from stages.ingest.units import ClusterStats, ExactStats, FilterStats, MergeStats, PairStats, SignatureStats, StepStats
 
 S = TypeVar("S", bound=StepStats)
 
@@ -30,6 +31,7 @@ class Layout:
     """Where each wave's folders are under a work directory, in unit and partition order."""
 
     signatures: list[Path]
+    merged: list[list[Path]]  # per merge level (none at fan_in >= units): the folders of its runs
     exact: list[Path]
     pairs: list[Path]
     clusters: Path
@@ -41,6 +43,7 @@ class WaveStats:
     """Each wave's statistics, by unit rank or partition."""
 
     signatures: dict[int, SignatureStats] = field(default_factory=dict)
+    merged: list[list[MergeStats]] = field(default_factory=list)
     exact: dict[int, ExactStats] = field(default_factory=dict)
     pairs: dict[int, PairStats] = field(default_factory=dict)
     clusters: ClusterStats | None = None
@@ -53,9 +56,11 @@ class LocalDedup:
     folders: Layout
 
 
-def layout(work: Path, n_units: int, partitions: int) -> Layout:
+def layout(work: Path, n_units: int, partitions: int, fan_in: int | None = None) -> Layout:
     work = Path(work)
+    levels = merge_levels(n_units, fan_in) if fan_in else []
     return Layout(signatures=[work / "1-signatures" / f"{r:05d}" for r in range(n_units)],
+                  merged=[[work / f"1b-merge-{k + 1}" / f"{i:05d}" for i in range(n)] for k, n in enumerate(levels)],
                   exact=[work / "2a-exact" / f"{p:05d}" for p in range(partitions)],
                   pairs=[work / "2b-pairs" / f"{p:05d}" for p in range(partitions)],
                   clusters=work / "3-clusters",
@@ -73,22 +78,33 @@ def once(out_dir: Path, model: type[S], step: Callable[[Path], S]) -> S:
 
 
 def dedup_language(kept: Sequence[Path], work: Path, cfg: DedupConfig, partitions: int, *, rule: Rule = "greedy",
-                   order: Callable[[list], list] = list) -> LocalDedup:
-    """`kept`: the units' kept.parquet files in unit order. Returns each wave's statistics and the folders."""
+                   order: Callable[[list], list] = list, fan_in: int | None = None) -> LocalDedup:
+    """`kept`: the units' kept.parquet files in unit order; `fan_in`: merge the keys folders in levels of runs of
+    at most this many (the stage's [ingest.dedup] fan_in). Returns each wave's statistics and the folders."""
     n = len(kept)
-    where = layout(work, n, partitions)
+    where = layout(work, n, partitions, fan_in)
     stats = WaveStats()
     for r in order(list(range(n))):
         stats.signatures[r] = once(where.signatures[r], SignatureStats,
                                    lambda d: write_signatures(kept[r], d, cfg, partitions))
+    key_dirs = where.signatures
+    for level, folders in enumerate(where.merged, start=1):
+        assert fan_in is not None
+        level_stats: dict[int, MergeStats] = {}
+        for i in order(list(range(len(folders)))):
+            run = key_dirs[i * fan_in:(i + 1) * fan_in]
+            level_stats[i] = once(folders[i], MergeStats,
+                                  lambda d: merge_key_folders(run, i * fan_in ** level, d, cfg, partitions))
+        stats.merged.append([level_stats[i] for i in range(len(folders))])
+        key_dirs = folders
     for p in order(list(range(partitions))):
         stats.exact[p] = once(where.exact[p], ExactStats,
-                              lambda d: find_exact_duplicates(where.signatures, p, d, cfg, partitions))
+                              lambda d: find_exact_duplicates(key_dirs, p, d, cfg, partitions))
         stats.pairs[p] = once(where.pairs[p], PairStats,
-                              lambda d: find_candidate_pairs(where.signatures, p, d, cfg, partitions))
+                              lambda d: find_candidate_pairs(key_dirs, p, d, cfg, partitions))
     pair_dirs = order(list(where.pairs))
     stats.clusters = once(where.clusters, ClusterStats,
-                          lambda d: resolve_clusters(where.signatures, pair_dirs, d, cfg, partitions, rule=rule))
+                          lambda d: resolve_clusters(key_dirs, pair_dirs, d, cfg, partitions, rule=rule))
     for r in order(list(range(n))):
         exact_dirs = order(list(where.exact))
         stats.filter[r] = once(where.filtered[r], FilterStats,

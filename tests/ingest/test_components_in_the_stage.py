@@ -40,7 +40,7 @@ def chained_corpus(folder: Path, udhr_dir: Path) -> None:
                 "".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts[i::4]), encoding="utf-8")
 
 
-def config(tmp_path: Path, udhr_dir: Path, **dedup) -> Path:
+def config(tmp_path: Path, udhr_dir: Path, files_per_unit: int = 2, **dedup) -> Path:
     chained_corpus(tmp_path / "in", udhr_dir)
     settings = "".join(f"{k} = {json.dumps(v)}\n" for k, v in dedup.items())
     return write_config(tmp_path, textwrap.dedent(f"""
@@ -52,7 +52,7 @@ def config(tmp_path: Path, udhr_dir: Path, **dedup) -> Path:
         licence = "CC-BY-4.0"
         collected = "2025-01"
         [ingest]
-        files_per_unit = 2
+        files_per_unit = {files_per_unit}
         [ingest.quality]
         min_words = 5
         [ingest.dedup]

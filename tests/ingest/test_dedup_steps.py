@@ -348,7 +348,7 @@ def test_candidate_signatures_are_gathered_through_bounded_windows(tmp_path):
     docs = np.concatenate([keys.order_keys(r, o) for r, o in enumerate(ordinals)])
     expected = np.concatenate([np.load(where.signatures[r] / "signatures.npy")[o] for r, o in enumerate(ordinals)])
     for window in (1, 7, 64, 500, 10_000):  # windows ending inside, at and past a unit's last row
-        assert np.array_equal(_gather_signatures(where.signatures, docs, cfg.num_perm, window_rows=window), expected)
+        assert np.array_equal(_gather_signatures(files.key_folders(where.signatures), docs, cfg.num_perm, window_rows=window), expected)
 
 
 def test_signature_step_memory_does_not_grow_with_the_unit(tmp_path):

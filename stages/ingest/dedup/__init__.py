@@ -9,8 +9,10 @@ tests/ingest/dedup_reference.py, tested equal).
 
     wave  function                            one unit =          reads                        writes
     1     signatures.write_signatures         input unit          its kept.parquet             bands/exact rows, signatures.npy, ids
-    2a    exact.find_exact_duplicates         partition p         partition p of all units     exact-drops.parquet
-    2b    buckets.find_candidate_pairs        partition p         partition p of all units     pairs.parquet (verified)
+    1b    merge.merge_key_folders, per level  run of <= fan_in    those keys folders           the same files, one span per partition
+          (only a group of more than fan_in units: levels until at most fan_in keys folders are left)
+    2a    exact.find_exact_duplicates         partition p         partition p of all keys f.   exact-drops.parquet
+    2b    buckets.find_candidate_pairs        partition p         partition p of all keys f.   pairs.parquet (verified)
     3     clusters.resolve_clusters           group               all pairs of the group       near-drops.parquet
     3'    components.scatter_pairs            partition p         its pairs.parquet            edges by node (many pairs:
           components.star_round, per round    group x node part.  its edges, previous round    edges, labels;

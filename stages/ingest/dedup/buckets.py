@@ -26,12 +26,12 @@ import pyarrow as pa
 
 from stages.ingest.dedup import files, keys
 from stages.ingest.minhash import DedupConfig
-from stages.ingest.units import PairStats, SignatureStats
+from stages.ingest.units import PairStats
 
 
 def find_candidate_pairs(units: Sequence[Path], partition: int, out_dir: Path, cfg: DedupConfig, partitions: int,
                          *, chunk_pairs: int = 8192) -> PairStats:
-    """`units`: the step-1 folders of one language, in unit order (their position is the unit rank)."""
+    """`units`: the keys folders of one group in rank order (step 1's, or its last merge level's)."""
     if not 0 <= partition < partitions:
         raise ValueError(f"partition {partition} not in 0..{partitions - 1}")
     return files.run_step(out_dir, lambda folder: _find(list(map(Path, units)), partition, folder, cfg, partitions,
@@ -97,32 +97,30 @@ def bucket_pairs(band: np.ndarray, key: np.ndarray, exact: np.ndarray, order: np
     return docs, int(sizes.max(initial=0)), chunks()
 
 
-def _gather_signatures(units: list[Path], docs: np.ndarray, num_perm: int, window_rows: int = 16_384) -> np.ndarray:
+def _gather_signatures(folders: list[files.KeyFolder], docs: np.ndarray, num_perm: int,
+                       window_rows: int = 16_384) -> np.ndarray:
     """Signature rows of `docs` (sorted order keys), through memory maps of at most `window_rows` rows.
 
     Why windows: the pages a map touches count as the worker's resident memory until the map is closed, and a
     partition's candidates touch nearly every page of a unit's signatures.npy.
     """
     out = np.empty((len(docs), num_perm), dtype=np.uint32)
-    ranks, ordinals = keys.unit_rank(docs), keys.ordinal(docs)
-    bounds = np.flatnonzero(np.diff(ranks)) + 1
-    for lo, hi in zip(np.concatenate(([0], bounds)), np.concatenate((bounds, [len(docs)]))):
-        if lo == hi:
-            continue
-        path = units[int(ranks[lo])] / files.SIGNATURES
+    for folder, lo, hi in files.folder_runs(folders, docs):
+        rows_of = folder.rows(docs[lo:hi])
+        path = folder.path / files.SIGNATURES
         with open(path, "rb") as f:
             np.lib.format.read_magic(f)
             (rows, width), _, dtype = np.lib.format.read_array_header_1_0(f)
             header = f.tell()
         if width != num_perm:
             raise ValueError(f"{path}: signatures of {width} hash functions, the settings say {num_perm}")
-        i = lo
-        while i < hi:
-            first = int(ordinals[i])
-            j = lo + int(np.searchsorted(ordinals[lo:hi], first + window_rows))
+        i = 0
+        while i < len(rows_of):
+            first = int(rows_of[i])
+            j = int(np.searchsorted(rows_of, first + window_rows))
             mm = np.memmap(path, dtype=dtype, mode="r", offset=header + first * width * dtype.itemsize,
                            shape=(min(window_rows, rows - first), width))
-            out[i:j] = mm[ordinals[i:j] - first]
+            out[lo + i:lo + j] = mm[rows_of[i:j] - first]
             del mm
             i = j
     return out
@@ -131,34 +129,34 @@ def _gather_signatures(units: list[Path], docs: np.ndarray, num_perm: int, windo
 COLUMNS = {"band": np.uint16, "key": np.uint64, "exact": np.uint64, "order": np.uint64}  # of the band rows held
 
 
-def _shared_band_rows(units: list[Path], partition: int) -> tuple[int, list[np.ndarray]]:
+def _shared_band_rows(folders: list[files.KeyFolder], partition: int) -> tuple[int, list[np.ndarray]]:
     """(rows in the partition, the COLUMNS of its rows whose band key occurs more than once), in two passes.
 
     Why two passes: nearly every band key occurs once, and only the rest can form a bucket. The first pass keeps
     only the keys (sorted in place), the second the rows whose key is shared, reading the partition's records
     again, one flush of step 1 at a time; holding every column of every row would cost several times more.
     """
-    def records(unit: Path) -> Iterator[np.ndarray]:  # one flush of step 1 at a time
-        return files.iter_partition(unit, files.BANDS, files.BAND_INDEX, files.BAND_RECORD, partition)
+    def records(folder: files.KeyFolder) -> Iterator[np.ndarray]:  # one flush of step 1 at a time
+        return files.iter_partition(folder.path, files.BANDS, files.BAND_INDEX, files.BAND_RECORD, partition)
 
-    counts = [files.partition_records(unit, files.BAND_INDEX, partition) for unit in units]
+    counts = [files.partition_records(f.path, files.BAND_INDEX, partition) for f in folders]
     all_keys = np.empty(sum(counts), dtype=np.uint64)
     at = 0
-    for unit in units:
-        for rec in records(unit):
+    for folder in folders:
+        for rec in records(folder):
             all_keys[at:at + len(rec)] = rec["key"]
             at += len(rec)
     all_keys.sort()
     shared = np.unique(all_keys[1:][all_keys[1:] == all_keys[:-1]])
     del all_keys
     cols: dict[str, list[np.ndarray]] = {name: [] for name in COLUMNS}
-    for rank, unit in enumerate(units if len(shared) else ()):
-        for rec in records(unit):
+    for folder in folders if len(shared) else ():
+        for rec in records(folder):
             at_key = np.minimum(np.searchsorted(shared, rec["key"]), len(shared) - 1)
             rec = rec[shared[at_key] == rec["key"]]
             for name in ("band", "key", "exact"):
                 cols[name].append(np.ascontiguousarray(rec[name]))
-            cols["order"].append(keys.order_keys(rank, rec["ordinal"]))
+            cols["order"].append(folder.order_keys(rec["ordinal"]))
     return sum(counts), [np.concatenate(cols[k]) if cols[k] else np.empty(0, t) for k, t in COLUMNS.items()]
 
 
@@ -174,17 +172,17 @@ class _PairCounts:
 def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partitions: int,
           chunk_pairs: int) -> PairStats:
     settings = files.settings_record(cfg, partitions)
-    for unit in units:
-        files.read_finished(unit, "step-1 folder", SignatureStats, settings)
+    folders = files.key_folders(units)
+    files.check_key_folders(folders, settings)
     if cfg.near:
-        rows_read, (band, key, exact, order) = _shared_band_rows(units, partition)
+        rows_read, (band, key, exact, order) = _shared_band_rows(folders, partition)
     else:
         rows_read, (band, key, exact, order) = 0, [np.empty(0, t) for t in COLUMNS.values()]
     if not cfg.exact:  # no exact pass before the near pass: copies are separate documents
         exact = order
     docs, largest, chunks = bucket_pairs(band, key, exact, order, chunk_pairs)
     del band, key, exact, order
-    sigs = _gather_signatures(units, docs, cfg.num_perm)
+    sigs = _gather_signatures(folders, docs, cfg.num_perm)
     band_keys = keys.band_keys(sigs, cfg)
     min_agree = int(np.ceil(cfg.threshold * cfg.num_perm - 1e-9))  # NearDuplicateIndex.add's rule
     counts = _PairCounts()

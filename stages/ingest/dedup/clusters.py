@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from stages.ingest.dedup import files
 from stages.ingest.minhash import DedupConfig
-from stages.ingest.units import ClusterStats, DedupSettings, PairStats, SignatureStats
+from stages.ingest.units import ClusterStats, DedupSettings, PairStats
 
 Rule = Literal["greedy", "components"]
 _UNDECIDED, _KEPT, _DROPPED = 0, 1, 2
@@ -31,7 +31,7 @@ _UNDECIDED, _KEPT, _DROPPED = 0, 1, 2
 
 def resolve_clusters(units: Sequence[Path], pair_dirs: Sequence[Path], out_dir: Path, cfg: DedupConfig,
                      partitions: int, *, rule: Rule = "greedy") -> ClusterStats:
-    """`units`: step-1 folders in unit order (for the representatives' ids); `pair_dirs`: all P step-2b folders."""
+    """`units`: the keys folders in rank order (for the representatives' ids); `pair_dirs`: all P step-2b folders."""
     if rule not in ("greedy", "components"):
         raise ValueError(f"rule must be greedy or components, not {rule!r}")
     return files.run_step(out_dir, lambda folder: _resolve(list(map(Path, units)), list(map(Path, pair_dirs)), folder,
@@ -57,7 +57,8 @@ def _from_rounds(units: list[Path], labels_dir: Path, first_round_dir: Path, tmp
         raise ValueError(f"{labels_dir} is not a finished round that found a star forest of {partitions} partitions: "
                          "rerun the components rounds")
     doc, rep = read_labels([labels_dir])
-    table = pa.table({"doc": doc, "rep": rep, "rep_id": files.resolve_ids(units, rep)}, schema=files.DROP_SCHEMA)
+    rep_ids = files.resolve_ids(files.key_folders(units), rep)
+    table = pa.table({"doc": doc, "rep": rep, "rep_id": rep_ids}, schema=files.DROP_SCHEMA)
     files.write_sorted(tmp / files.NEAR_DROPS, table)
     files.write_copies(tmp / files.NEAR_COPIES, rep)  # this partition's share: step 4 sums the partitions'
     return ClusterStats(settings=settings, rule="components", pairs_read=first.edges_in, pairs=first.edges_in,
@@ -136,8 +137,8 @@ def _read_pairs(pair_dirs: list[Path], settings: DedupSettings, partitions: int)
 def _resolve(units: list[Path], pair_dirs: list[Path], tmp: Path, cfg: DedupConfig, partitions: int,
              rule: Rule) -> ClusterStats:
     settings = files.settings_record(cfg, partitions)
-    for u in units:
-        files.read_finished(u, "step-1 folder", SignatureStats, settings)
+    folders = files.key_folders(units)
+    files.check_key_folders(folders, settings)
     a, b = _read_pairs(pair_dirs, settings, partitions)
     n_pairs_read = len(a)
     idx = np.lexsort((b, a))
@@ -159,7 +160,7 @@ def _resolve(units: list[Path], pair_dirs: list[Path], tmp: Path, cfg: DedupConf
 
     dropped = np.flatnonzero(dup_of >= 0)
     doc, rep = nodes[dropped], nodes[dup_of[dropped]]
-    table = pa.table({"doc": doc, "rep": rep, "rep_id": files.resolve_ids(units, rep)}, schema=files.DROP_SCHEMA)
+    table = pa.table({"doc": doc, "rep": rep, "rep_id": files.resolve_ids(folders, rep)}, schema=files.DROP_SCHEMA)
     files.write_sorted(tmp / files.NEAR_DROPS, table)
     files.write_copies(tmp / files.NEAR_COPIES, rep)
     return ClusterStats(settings=settings, rule=rule, pairs_read=int(n_pairs_read), pairs=int(len(a)), docs_in_pairs=n,

@@ -1,4 +1,4 @@
-"""Step 2a, per partition: exact duplicates among the exact rows of one partition, from all units of a language.
+"""Step 2a, per partition: exact duplicates among the exact rows of one partition, from all keys folders of a group.
 
 Why a partition is enough: identical texts have identical 128-bit exact keys and so the same partition; within
 it, rows sorted by (key, order key) put each group's first occurrence first. That document is the one the
@@ -18,30 +18,29 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
-from stages.ingest.dedup import files, keys
+from stages.ingest.dedup import files
 from stages.ingest.minhash import DedupConfig
-from stages.ingest.units import ExactStats, SignatureStats
+from stages.ingest.units import ExactStats
 
 
 def find_exact_duplicates(units: Sequence[Path], partition: int, out_dir: Path, cfg: DedupConfig,
                           partitions: int) -> ExactStats:
-    """`units`: the step-1 folders of one language, in unit order (their position is the unit rank)."""
+    """`units`: the keys folders of one group in rank order (step 1's, or its last merge level's)."""
     if not 0 <= partition < partitions:
         raise ValueError(f"partition {partition} not in 0..{partitions - 1}")
     return files.run_step(out_dir, lambda folder: _find(list(map(Path, units)), partition, folder, cfg, partitions))
 
 
-def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partitions: int) -> ExactStats:
+def _find(paths: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partitions: int) -> ExactStats:
     settings = files.settings_record(cfg, partitions)
+    folders = files.key_folders(paths)
+    files.check_key_folders(folders, settings)
     his, los, orders = [], [], []
-    for rank, unit in enumerate(units):
-        files.read_finished(unit, "step-1 folder", SignatureStats, settings)
-        if not cfg.exact:
-            continue
-        rec = files.read_partition(unit, files.EXACT_ROWS, files.EXACT_INDEX, files.EXACT_RECORD, partition)
+    for folder in folders if cfg.exact else ():
+        rec = files.read_partition(folder.path, files.EXACT_ROWS, files.EXACT_INDEX, files.EXACT_RECORD, partition)
         his.append(rec["hi"])
         los.append(rec["lo"])
-        orders.append(keys.order_keys(rank, rec["ordinal"]))
+        orders.append(folder.order_keys(rec["ordinal"]))
         del rec
     hi = np.concatenate(his) if his else np.empty(0, np.uint64)
     lo = np.concatenate(los) if los else np.empty(0, np.uint64)
@@ -58,7 +57,7 @@ def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partit
     rep = order[idx[group_start[dropped]]]
     by_doc = np.argsort(doc, kind="stable")
     doc, rep = doc[by_doc], rep[by_doc]
-    table = pa.table({"doc": doc, "rep": rep, "rep_id": files.resolve_ids(units, rep)}, schema=files.DROP_SCHEMA)
+    table = pa.table({"doc": doc, "rep": rep, "rep_id": files.resolve_ids(folders, rep)}, schema=files.DROP_SCHEMA)
     files.write_sorted(tmp / files.EXACT_DROPS, table)
     files.write_copies(tmp / files.EXACT_COPIES, rep)
     n_groups = int(first.sum())

@@ -105,18 +105,96 @@ def digest_ids(digest: "hashlib._Hash", ids: pa.Array) -> None:
 
 @dataclass(frozen=True)
 class SignatureIndex:
-    """Step 1's index.json: what step 4 checks it reads the same kept.parquet by, and where each id is."""
+    """index.json of a keys folder: step 1's (one unit) or a merge's (a run of units, dedup/merge.py). What step 4
+    checks it reads the same kept.parquet by, and where each id is."""
 
     docs: int
-    ids_groups: list[int]  # the first ordinal of each row group of ids.parquet
+    ids_groups: list[int]  # the first row of each row group of ids.parquet
     ids_sha256: str  # over the ids in order (digest_ids)
+    first_rank: int | None = None  # a merge folder: the rank of its first unit (step 1's folders know none) ...
+    rank_docs: list[int] | None = None  # ... and the documents of each of its units, in rank order
 
     def write(self, unit: Path) -> None:
-        (Path(unit) / INDEX).write_text(json.dumps(asdict(self)))
+        fields = {k: v for k, v in asdict(self).items() if v is not None}  # step 1's file keeps its three keys
+        (Path(unit) / INDEX).write_text(json.dumps(fields))
 
 
 def read_index(unit: Path) -> SignatureIndex:
     return SignatureIndex(**json.loads((Path(unit) / INDEX).read_text()))
+
+
+@dataclass(frozen=True)
+class KeyFolder:
+    """Where the later steps read the keys of a run of consecutive unit ranks: one unit's step-1 folder, or a
+    merge folder of several (dedup/merge.py). Its rows (records' `ordinal`, signature and id rows) are the
+    documents of its ranks concatenated in rank order, so a row maps to an order key and back by offsets."""
+
+    path: Path
+    first_rank: int
+    rank_docs: np.ndarray  # documents per rank
+
+    @property
+    def ranks(self) -> int:
+        return len(self.rank_docs)
+
+    @property
+    def docs(self) -> int:
+        return int(self.rank_docs.sum())
+
+    def _starts(self) -> np.ndarray:
+        return np.cumsum(self.rank_docs) - self.rank_docs
+
+    def order_keys(self, rows: np.ndarray) -> np.ndarray:
+        """Order keys of rows of this folder."""
+        if self.ranks == 1:
+            return keys.order_keys(self.first_rank, rows)
+        starts = self._starts()
+        at = np.searchsorted(starts, rows, side="right") - 1
+        ranks = (np.uint64(self.first_rank) + at.astype(np.uint64)) << np.uint64(keys.ORDINAL_BITS)
+        return ranks | (rows.astype(np.int64) - starts[at]).astype(np.uint64)
+
+    def rows(self, order: np.ndarray) -> np.ndarray:
+        """Rows of documents of this folder, by order key."""
+        return self._starts()[keys.unit_rank(order) - self.first_rank] + keys.ordinal(order)
+
+
+def key_folders(paths: Iterable[Path], first_rank: int = 0) -> list[KeyFolder]:
+    """The keys folders of consecutive ranks from `first_rank`, in rank order: step 1's take the next rank, a merge
+    folder's recorded ranks must be the next ones (folders out of order would pair the wrong documents)."""
+    out, rank = [], first_rank
+    for path in map(Path, paths):
+        if not (path / STATS).exists():
+            raise FileNotFoundError(f"keys folder {path} is not finished (no {STATS}): run that step first")
+        index = read_index(path)
+        start = rank if index.first_rank is None else index.first_rank
+        if start != rank:
+            raise ValueError(f"{path} holds the keys of units {start}.., not {rank}..: give the keys folders in rank "
+                             "order, each run once")
+        docs = np.asarray(index.rank_docs if index.rank_docs is not None else [index.docs], dtype=np.int64)
+        out.append(KeyFolder(path, start, docs))
+        rank += len(docs)
+    return out
+
+
+def check_key_folders(folders: Iterable[KeyFolder], settings: DedupSettings) -> None:
+    """Each keys folder finished, under `settings` (its stats.json: step 1's or a merge's)."""
+    from stages.ingest.units import MergeStats, SignatureStats
+
+    for f in folders:
+        if f.ranks == 1 and read_index(f.path).first_rank is None:
+            read_finished(f.path, "step-1 folder", SignatureStats, settings)
+        else:
+            read_finished(f.path, "merge folder", MergeStats, settings)
+
+
+def folder_runs(folders: list[KeyFolder], docs: np.ndarray) -> Iterator[tuple[KeyFolder, int, int]]:
+    """(folder, lo, hi) for each folder holding some of `docs` (sorted order keys): docs[lo:hi] are its."""
+    firsts = np.array([f.first_rank for f in folders], dtype=np.int64)
+    at = np.searchsorted(firsts, keys.unit_rank(docs), side="right") - 1
+    bounds = np.flatnonzero(np.diff(at)) + 1
+    for lo, hi in zip(np.concatenate(([0], bounds)), np.concatenate((bounds, [len(docs)]))):
+        if lo < hi:
+            yield folders[int(at[lo])], int(lo), int(hi)
 
 
 class PartitionedWriter:
@@ -202,18 +280,14 @@ def lookup_ids(unit: Path, index: SignatureIndex, ordinals: np.ndarray) -> pa.Ar
     return table.column("id").take(pa.array(pos)).combine_chunks()
 
 
-def resolve_ids(units: list[Path], docs: np.ndarray) -> pa.Array:
-    """Ids of documents given by order key (any order), one unit at a time."""
+def resolve_ids(folders: list[KeyFolder], docs: np.ndarray) -> pa.Array:
+    """Ids of documents given by order key (any order), one keys folder at a time."""
     if not len(docs):
         return pa.array([], pa.string())
     order = np.argsort(docs, kind="stable")
     sorted_docs = docs[order]
-    ranks = keys.unit_rank(sorted_docs)
-    parts = []
-    bounds = np.flatnonzero(np.diff(ranks)) + 1
-    for lo, hi in zip(np.concatenate(([0], bounds)), np.concatenate((bounds, [len(docs)]))):
-        r = int(ranks[lo])
-        parts.append(lookup_ids(units[r], read_index(units[r]), keys.ordinal(sorted_docs[lo:hi])))
+    parts = [lookup_ids(f.path, read_index(f.path), f.rows(sorted_docs[lo:hi]))
+             for f, lo, hi in folder_runs(folders, sorted_docs)]
     ids = pa.concat_arrays(parts)
     inverse = np.empty_like(order)
     inverse[order] = np.arange(len(order))
