@@ -37,10 +37,11 @@ from stages.ingest.readers import version_found
 from stages.ingest.reasons import ALL_REASONS, EXACT_DUP, NEAR_DUP
 from stages.ingest.record import (BlocklistRecord, ClusterRecord, IngestRecord, LanguageCounts, OptOut, SourceRecord,
                                   Totals)
-from stages.ingest.units import (BUCKETS, CLUSTERS, COMPONENTS, DOCUMENTS, FILTER, MERGE, SIGNATURES, BucketsPayload,
-                                 BucketsResult, ClustersPayload, ClustersResult, DocumentsPayload, DocumentsResult,
-                                 DocumentStats, FilterResult, MergePayload, MergeResult, PartFile, Piece, Problem,
-                                 RankedUnitPayload, RoundPayload, RoundResult, SignaturesResult)
+from stages.ingest.units import (BUCKETS, CLUSTERS, COMPONENTS, COMPONENTS_MERGE, DOCUMENTS, FILTER, MERGE, SIGNATURES,
+                                 BucketsPayload, BucketsResult, ClustersPayload, ClustersResult, DocumentsPayload,
+                                 DocumentsResult, DocumentStats, FilterResult, MergePayload, MergeResult, PartFile, Piece,
+                                 Problem, RankedUnitPayload, RoundMergePayload, RoundPayload, RoundResult,
+                                 SignaturesResult)
 
 Ctx = StageContext[IngestConfig]
 EXACT_DIR, PAIRS_DIR = "exact", "pairs"  # a buckets unit's two outputs (steps 2a and 2b of dedup/)
@@ -55,7 +56,7 @@ class IngestStage(UnitStage[IngestConfig]):
     name = "ingest"
     code_version = "5"
     config_model = IngestConfig
-    steps = (DOCUMENTS, SIGNATURES, MERGE, BUCKETS, COMPONENTS, CLUSTERS, FILTER)
+    steps = (DOCUMENTS, SIGNATURES, MERGE, BUCKETS, COMPONENTS, COMPONENTS_MERGE, CLUSTERS, FILTER)
 
     def iter_steps(self, ctx: Ctx, done: StepResults) -> Iterator[Step[Any, Any]]:
         """The steps in order, with as many merge levels as the group with the most documents units needs (merge-001
@@ -68,11 +69,32 @@ class IngestStage(UnitStage[IngestConfig]):
             yield MERGE.round(level)
         yield BUCKETS
         rnd = 0
-        while any(self._converged_round(done, group, partitions) is None
-                  for (_, group), (_, partitions) in self._in_rounds(ctx, done).items()):
+        while unconverged := self._unconverged(ctx, done):
             yield COMPONENTS.round(rnd)
+            if self._unconverged(ctx, done):  # another round follows: it opens at most fan_in folders of this one
+                levels = max(len(self._round_levels(ctx, partitions)) for partitions in unconverged.values())
+                for level in range(1, levels + 1):
+                    yield COMPONENTS_MERGE.round(rnd * 100 + level)
             rnd += 1
         yield from (CLUSTERS, FILTER)
+
+    def _unconverged(self, ctx: Ctx, done: StepResults) -> dict[str, int]:
+        """The groups clustered in rounds whose last round has not found a star forest: their partitions."""
+        return {group: partitions for (_, group), (_, partitions) in self._in_rounds(ctx, done).items()
+                if self._converged_round(done, group, partitions) is None}
+
+    @staticmethod
+    def _round_levels(ctx: Ctx, partitions: int) -> list[int]:
+        from stages.ingest.dedup.merge import merge_levels
+
+        return merge_levels(partitions, ctx.settings.dedup.fan_in)
+
+    def _round_inputs(self, ctx: Ctx, group: str, partitions: int, rnd: int) -> list[Path]:
+        """The folders holding round `rnd`'s edges of a group for the round after it: the round's own, or those of
+        its last merge level."""
+        levels = self._round_levels(ctx, partitions)
+        step = COMPONENTS_MERGE.round(rnd * 100 + len(levels)).name if levels else COMPONENTS.round(rnd).name
+        return [ctx.unit_dir(step, f"{group}-{q:05d}") for q in range(levels[-1] if levels else partitions)]
 
     # --- planning -----------------------------------------------------------------------------------
     def input_signature(self, ctx: Ctx) -> Any:
@@ -112,6 +134,8 @@ class IngestStage(UnitStage[IngestConfig]):
         units: list[Unit] = []
         rnd = COMPONENTS.round_of(step.name)
         level = MERGE.round_of(step.name)
+        if (number := COMPONENTS_MERGE.round_of(step.name)) is not None:
+            return self._plan_round_merge(ctx, done, *divmod(number, 100))
         in_rounds = self._in_rounds(ctx, done) if step in (CLUSTERS, FILTER) or rnd is not None else {}
         for (lang, group), uids in self._ranked_units(ctx, done).items():
             partitions = self._partitions(ctx, done, uids)
@@ -157,6 +181,24 @@ class IngestStage(UnitStage[IngestConfig]):
         if not levels:
             return SIGNATURES.name, uids
         return MERGE.round(len(levels)).name, [f"{group}-{i:05d}" for i in range(levels[-1])]
+
+    def _plan_round_merge(self, ctx: Ctx, done: StepResults, rnd: int, level: int) -> list[Unit]:
+        """Level `level`'s merges of round `rnd`'s folders, for each group that ran that round and goes on."""
+        units: list[Unit] = []
+        fan_in, step = ctx.settings.dedup.fan_in, COMPONENTS_MERGE.round(rnd * 100 + level)
+        ran = done.get(COMPONENTS.round(rnd).name, {})
+        for (lang, group), (_, partitions) in self._in_rounds(ctx, done).items():
+            levels = self._round_levels(ctx, partitions)
+            if level > len(levels) or f"{group}-00000" not in ran or self._converged_round(done, group, partitions) \
+                    is not None:
+                continue
+            below_step = COMPONENTS.round(rnd).name if level == 1 else COMPONENTS_MERGE.round(rnd * 100 + level - 1).name
+            below = [f"{group}-{q:05d}" for q in range(partitions if level == 1 else levels[level - 2])]
+            units += [step.unit(f"{group}-{i:05d}", RoundMergePayload(
+                lang=lang, group=group, round=rnd, level=level, input_step=below_step,
+                inputs=below[i * fan_in:(i + 1) * fan_in], partitions=partitions,
+                kept=float(len(below[i * fan_in:(i + 1) * fan_in])))) for i in range(levels[level - 1])]
+        return units
 
     def _plan_merge(self, ctx: Ctx, lang: str, group: str, uids: list[str], level: int, partitions: int,
                     kept: dict[str, int]) -> list[Unit]:
@@ -301,10 +343,16 @@ class IngestStage(UnitStage[IngestConfig]):
                 pairs_dir = ctx.unit_dir(BUCKETS.name, unit.id) / PAIRS_DIR
                 stats = scatter_pairs(read_pair_chunks(pairs_dir), out_dir, r.partitions, partition=r.partition)
             else:
-                ids = [f"{r.group}-{q:05d}" for q in range(r.partitions)]
-                stats = star_round([ctx.unit_dir(COMPONENTS.round(rnd - 1).name, i) for i in ids], r.partition,
-                                   r.partitions, out_dir, rnd)
+                stats = star_round(self._round_inputs(ctx, r.group, r.partitions, rnd - 1), r.partition, r.partitions,
+                                   out_dir, rnd)
             return RoundResult(lang=r.lang, group=r.group, **dict(stats))
+        if (number := COMPONENTS_MERGE.round_of(unit.step)) is not None:
+            from stages.ingest.dedup.components import merge_round_folders
+
+            m = COMPONENTS_MERGE.round(number).payload_of(unit)
+            stats = merge_round_folders([ctx.unit_dir(m.input_step, i) for i in m.inputs], out_dir, m.partitions, m.round,
+                                        int(unit.id.rsplit("-", 1)[1]))
+            return RoundResult(lang=m.lang, group=m.group, **dict(stats))
         if unit.step == CLUSTERS.name:
             from stages.ingest.dedup.clusters import resolve_clusters, resolve_from_rounds
 
@@ -350,8 +398,8 @@ class IngestStage(UnitStage[IngestConfig]):
         if unit.step == DOCUMENTS.name:
             return float(sum(piece.bytes for piece in DOCUMENTS.payload_of(unit).pieces))
         payload = unit.payload
-        assert isinstance(payload, (RankedUnitPayload, MergePayload, BucketsPayload, ClustersPayload, RoundPayload)), \
-            unit.step
+        assert isinstance(payload, (RankedUnitPayload, MergePayload, BucketsPayload, ClustersPayload, RoundPayload,
+                                    RoundMergePayload)), unit.step
         return float(payload.kept)
 
     def unit_work(self, unit: Unit, result: Any) -> tuple[float, str] | None:

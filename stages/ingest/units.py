@@ -220,12 +220,25 @@ class RoundPayload(Payload):
     kept: float  # expected documents in the partition: what the step's cost follows
 
 
+class RoundMergePayload(Payload):
+    """A run of at most fan_in folders of a components round (or of a lower merge level of it) merged into one."""
+
+    lang: str
+    group: str
+    round: int
+    level: int
+    input_step: str
+    inputs: list[str]
+    partitions: int
+    kept: float
+
+
 class RoundStats(_Strict):
     """What a round unit of dedup/components.py records: the partitioning that ties its files to the next
     round's, and counts."""
 
     round: int
-    kind: Literal["scatter", "large", "small"]
+    kind: Literal["scatter", "large", "small", "merge"]  # merge: a run of the round's folders (its edges only)
     partition: int
     partitions: int
     edges_in: int  # distinct undirected edges of its nodes read (each counted by its smaller node's unit)
@@ -285,4 +298,6 @@ MERGE = Step("merge", MergePayload, MergeResult)  # run as levels merge-001, ...
 BUCKETS = Step("buckets", BucketsPayload, BucketsResult)
 CLUSTERS = Step("clusters", ClustersPayload, ClustersResult)
 COMPONENTS = Step("components", RoundPayload, RoundResult)  # run as rounds components-000, -001, ... (iter_steps)
+# the merges of round r's folders, level l, as components-merge-<r * 100 + l>: before round r + 1 (iter_steps)
+COMPONENTS_MERGE = Step("components-merge", RoundMergePayload, RoundResult)
 FILTER = Step("filter", RankedUnitPayload, FilterResult)

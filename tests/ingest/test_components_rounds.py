@@ -49,6 +49,25 @@ def reference_labels(a: np.ndarray, b: np.ndarray) -> dict[int, int]:
     return {int(nodes[i]): int(nodes[label[i]]) for i in range(len(nodes)) if label[i] != i}
 
 
+@pytest.mark.parametrize("partitions, fan_in", [(5, 2), (16, 3)])
+def test_rounds_reading_merged_folders_give_the_same_labels_and_edges(tmp_path, partitions, fan_in):
+    """Each round's folders merged in levels of at most fan_in before the next round reads them: the same
+    labels, rounds and next-round edges, byte for byte."""
+    a, b = planted_graph(1)
+    plain = components.components_in_rounds(a, b, tmp_path / "plain", partitions)
+    merged = components.components_in_rounds(a, b, tmp_path / "merged", partitions, fan_in=fan_in)
+    assert all(np.array_equal(x, y) for x, y in zip(plain[:2], merged[:2])) and plain[2] == merged[2]
+    assert (tmp_path / "merged" / "r001-m1").is_dir() and not (tmp_path / "plain" / "r001-m1").exists()
+    for rnd in range(2, plain[2] + 1):
+        for p in range(partitions):
+            x, y = (tmp_path / w / f"r{rnd:03d}" / f"p{p:05d}" / components.EDGES for w in ("plain", "merged"))
+            assert x.read_bytes() == y.read_bytes()
+    top = sorted((tmp_path / "merged").glob("r001-m*"))[-1]
+    assert len(list(top.iterdir())) <= fan_in
+    with pytest.raises(ValueError, match="not round 2"):
+        components.merge_round_folders([tmp_path / "merged" / "r001" / "p00000"], tmp_path / "x", partitions, 2, 0)
+
+
 @pytest.mark.parametrize("partitions", [1, 2, 5, 16])
 def test_rounds_give_the_components_of_union_find_for_any_partition_count(tmp_path, partitions):
     a, b = planted_graph()

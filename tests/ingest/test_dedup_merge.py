@@ -189,3 +189,30 @@ def test_a_fan_in_below_2_is_one_line(tmp_path, udhr_dir, capsys):
     assert run_ingest(cfg, tmp_path / "run") == 2
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(lines) == 1 and "fan_in" in lines[0] and "greater than or equal to 2" in lines[0], lines
+
+
+@pytest.fixture(scope="module")
+def rounds_unmerged(tmp_path_factory, udhr_dir):
+    """Clustered in rounds of 6 partitions, each round unit reading all 6 folders of the round before."""
+    tmp = tmp_path_factory.mktemp("rounds")
+    assert run_ingest(config(tmp, udhr_dir, cluster_unit_pairs=0, partition_docs=5), tmp / "run") == 0
+    return tmp / "run"
+
+
+def test_rounds_above_fan_in_read_merged_folders_and_publish_the_same(tmp_path, udhr_dir, rounds_unmerged):
+    cfg = config(tmp_path, udhr_dir, cluster_unit_pairs=0, partition_docs=5, fan_in=2)
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    args = ["stage", "ingest", "--config", str(cfg), "--run-dir", str(run_dir)]
+    # killed in the second merge level of round 1's folders (6 -> 3 -> 2), then rerun
+    killed = subprocess.run([PY, "-c", STAGE_KILLER, "components-merge-102", "0", *args], env=env,
+                            capture_output=True, text=True)
+    assert killed.returncode == 9, killed.stderr
+    work = _work(run_dir)
+    assert sorted(p.name for p in (work / "components-merge-001").iterdir()) == [
+        f"{lang}-{i:05d}" for lang in LANGS for i in range(3)]  # round 0's 6 folders -> 3 -> 2
+    assert len(list((work / "components-merge-002").iterdir())) == 4
+    assert run_ingest(cfg, run_dir) == 0
+    assert published(run_dir) == published(rounds_unmerged)
+    got, ref = manifest(run_dir)["statistics"], manifest(rounds_unmerged)["statistics"]
+    assert got["dedup_clusters"] == ref["dedup_clusters"] and all(got["dedup_clusters"][g]["in_rounds"] for g in LANGS)

@@ -12,6 +12,8 @@ order in which the previous round's units finished.
     round 0   scatter_pairs   a pairs source     -> its edges, both directions, grouped by partition of their first node
     round r   star_round      partition p of the previous round's folders -> the next edges; its nodes' labels;
                               whether its part of the graph is already a star forest (violations = 0)
+    between   merge_round_folders  runs of at most fan_in folders of a round -> one (a group of more partitions
+                              than fan_in: then a round unit opens at most fan_in folders of the one before)
 
 A round whose units all report no violation read a star forest: its labels (node -> the smallest node of its
 component, for every node that is not the smallest) are the components, and no later round is needed.
@@ -96,6 +98,34 @@ def read_edges(inputs: Sequence[Path], partition: int, partitions: int) -> tuple
     distinct = np.ones(len(u), dtype=bool)
     distinct[1:] = (u[1:] != u[:-1]) | (v[1:] != v[:-1])
     return u[distinct], v[distinct]
+
+
+def merge_round_folders(inputs: Sequence[Path], out_dir: Path, partitions: int, rnd: int, index: int, *,
+                        buffer_rows: int = 1 << 20) -> RoundStats:
+    """Round `rnd`'s edges of a run of at most fan_in of its folders (or of a lower merge level's) as one folder,
+    each partition in one span, so that a unit of the next round opens at most fan_in folders (dedup/merge.py
+    has why). `index`: the run's position, named in the statistics. Labels are not carried: the clusters step
+    reads them from the round's own units."""
+    from stages.ingest.dedup.merge import merge_records
+
+    def body(folder: Path) -> RoundStats:
+        edges_in = 0
+        for d in inputs:
+            stats = files.finished(d, RoundStats)
+            if stats is None:
+                raise FileNotFoundError(f"round folder {d} is not finished (no {files.STATS}): run that round first")
+            if stats.partitions != partitions or stats.round != rnd:
+                raise ValueError(f"round folder {d} is round {stats.round} of {stats.partitions} partitions, not round "
+                                 f"{rnd} of {partitions}: rerun it")
+            edges_in += stats.edges_out
+        edges = merge_records(list(inputs), EDGES, EDGE_INDEX, EDGE_RECORD, partitions, folder, buffer_rows)
+        if edges != 2 * edges_in:  # each undirected edge is stored both ways
+            raise ValueError(f"round {rnd}: the folders merged into {folder} hold {edges} directed edges, their "
+                             f"statistics say {2 * edges_in}: rerun that round")
+        return RoundStats(round=rnd, kind="merge", partition=index, partitions=partitions, edges_in=edges_in, nodes=0,
+                          violations=0, edges_out=edges_in, largest_degree=0)
+
+    return files.run_step(out_dir, body)
 
 
 def star_round(inputs: Sequence[Path], partition: int, partitions: int, out_dir: Path, rnd: int, *,
@@ -195,8 +225,11 @@ def read_labels(round_dirs: Sequence[Path]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def components_in_rounds(a: np.ndarray, b: np.ndarray, workdir: Path, partitions: int, *,
-                         max_rounds: int = 200) -> tuple[np.ndarray, np.ndarray, int]:
-    """All rounds in this process, one unit after another (tests, the scale bench): (node, label, rounds)."""
+                         max_rounds: int = 200, fan_in: int | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+    """All rounds in this process, one unit after another (tests, the scale bench): (node, label, rounds).
+    `fan_in`: merge each round's folders in levels before the next round reads them, as the stage does."""
+    from stages.ingest.dedup.merge import merge_levels
+
     workdir = Path(workdir)
     scatter_pairs([(a, b)], workdir / "r000", partitions)
     previous = [workdir / "r000"]
@@ -208,4 +241,9 @@ def components_in_rounds(a: np.ndarray, b: np.ndarray, workdir: Path, partitions
             node, label = read_labels(current)
             return node, label, rnd
         previous = current
+        for level, n in enumerate(merge_levels(partitions, fan_in) if fan_in else [], start=1):
+            merged = [workdir / f"r{rnd:03d}-m{level}" / f"{i:05d}" for i in range(n)]
+            for i, folder in enumerate(merged):
+                merge_round_folders(previous[i * fan_in:(i + 1) * fan_in], folder, partitions, rnd, i)
+            previous = merged
     raise RuntimeError(f"connected components did not converge in {max_rounds} rounds")

@@ -62,10 +62,11 @@ def _merge(inputs: list[Path], first_rank: int, tmp: Path, cfg: DedupConfig, par
         raise ValueError(f"a merge of {len(folders)} keys folders from unit {first_rank} holds {int(docs.sum()):,} "
                          f"documents, more than a keys folder can (2^32): lower [ingest.dedup] fan_in")
     base = np.cumsum(docs) - docs  # the first row of each input in this folder
-    band_rows = _merge_records(folders, base, files.BANDS, files.BAND_INDEX, files.BAND_RECORD, partitions,
-                               buffer_rows, tmp)
-    exact_rows = _merge_records(folders, base, files.EXACT_ROWS, files.EXACT_INDEX, files.EXACT_RECORD, partitions,
-                                buffer_rows, tmp)
+    paths = [f.path for f in folders]
+    band_rows = merge_records(paths, files.BANDS, files.BAND_INDEX, files.BAND_RECORD, partitions, tmp, buffer_rows,
+                              ordinal_base=base)
+    exact_rows = merge_records(paths, files.EXACT_ROWS, files.EXACT_INDEX, files.EXACT_RECORD, partitions, tmp,
+                               buffer_rows, ordinal_base=base)
     _concat_signatures(folders, tmp / files.SIGNATURES, cfg.num_perm, window_rows)
     groups, digest = _concat_ids(folders, tmp / files.IDS)
     rank_docs = np.concatenate([f.rank_docs for f in folders])
@@ -87,21 +88,24 @@ def partition_ranges(rows: np.ndarray, buffer_rows: int) -> Iterator[tuple[int, 
         p = q
 
 
-def _merge_records(folders: list[files.KeyFolder], base: np.ndarray, name: str, index_name: str, dtype: np.dtype,
-                   partitions: int, buffer_rows: int, tmp: Path) -> int:
-    """One raw file with each partition's records in one span, in input order within it; its index has one
-    flush: (partitions, 1, 2) [first record, records]."""
-    indexes = [np.load(f.path / index_name, mmap_mode="r") for f in folders]  # (partitions, flushes, 2) each
+def merge_records(inputs: list[Path], name: str, index_name: str, dtype: np.dtype, partitions: int, out_dir: Path,
+                  buffer_rows: int, *, ordinal_base: np.ndarray | None = None) -> int:
+    """Merge files.PartitionedWriter files (`name` + `index_name` in each input folder) into one in `out_dir`
+    with each partition's records in one span, in input order within it; its index has one flush: (partitions,
+    1, 2) [first record, records]. `ordinal_base`: added to each input's records' `ordinal` (keys folders).
+    Returns the records written. Also used for the components rounds' edges (components.merge_round_folders)."""
+    folders = [Path(p) for p in inputs]
+    indexes = [np.load(f / index_name, mmap_mode="r") for f in folders]  # (partitions, flushes, 2) each
     for f, index in zip(folders, indexes):
         if index.shape[0] != partitions:
-            raise ValueError(f"{f.path / index_name}: {index.shape[0]} partitions, the settings say {partitions}")
+            raise ValueError(f"{f / index_name}: {index.shape[0]} partitions, the settings say {partitions}")
     per_partition = np.zeros(partitions, dtype=np.int64)
     for index in indexes:
         if index.shape[1]:
             per_partition += np.asarray(index[:, :, 1]).sum(axis=1)
     counts = np.zeros(partitions, dtype=np.int64)
-    with ExitStack() as stack, (tmp / name).open("wb") as out:
-        handles = [stack.enter_context((f.path / name).open("rb")) for f in folders]
+    with ExitStack() as stack, (out_dir / name).open("wb") as out:
+        handles = [stack.enter_context((f / name).open("rb")) for f in folders]
         for p0, p1 in partition_ranges(per_partition, buffer_rows):
             parts, records = [], []
             for i, (fh, index) in enumerate(zip(handles, indexes)):
@@ -114,8 +118,10 @@ def _merge_records(folders: list[files.KeyFolder], base: np.ndarray, name: str, 
                     fh.seek(int(spans[0, flush, 0]) * dtype.itemsize)  # a flush holds p0..p1-1 in one run
                     rec = np.fromfile(fh, dtype=dtype, count=total)
                     if len(rec) != total:
-                        raise ValueError(f"{folders[i].path / name} is shorter than its index says: rerun step 1")
-                    rec["ordinal"] += np.uint32(base[i])
+                        raise ValueError(f"{folders[i] / name} is shorter than its index says: rerun the step "
+                                         "that wrote it")
+                    if ordinal_base is not None:
+                        rec["ordinal"] += np.uint32(ordinal_base[i])
                     records.append(rec)
                     parts.append(np.repeat(np.arange(p0, p1), n))
             if not records:
@@ -125,7 +131,7 @@ def _merge_records(folders: list[files.KeyFolder], base: np.ndarray, name: str, 
             out.write(merged.tobytes())
             counts[p0:p1] += np.bincount(part - p0, minlength=p1 - p0)
     first = np.cumsum(counts) - counts
-    np.save(tmp / index_name, np.stack((first, counts), axis=1)[:, None, :])
+    np.save(out_dir / index_name, np.stack((first, counts), axis=1)[:, None, :])
     return int(counts.sum())
 
 
