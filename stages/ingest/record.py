@@ -91,6 +91,15 @@ class ClusterRecord(Record):
         description="Documents the greedy rule keeps that components would drop; null where greedy did not run.")
 
 
+class MergeLevels(Record):
+    keys: list[int] = Field(description="Keys folders at each merge level before the buckets (dedup/merge.py); the last "
+                            "is how many each buckets and clusters unit read.")
+    rounds: list[int] = Field(description="Edge folders at each merge level between two components rounds (a group "
+                              "clustered in rounds with more partitions than fan_in).")
+    drops: list[int] = Field(description="Drops folders at each gather level before the filter (dedup/gather.py); the "
+                             "last is how many each filter unit read.")
+
+
 class IngestRecord(Record):
     totals: Totals = Field(description="Over all languages and sources.")
     per_language: dict[str, LanguageCounts] = Field(description="Keyed by ISO 639-1 code, every configured language.")
@@ -107,7 +116,6 @@ class IngestRecord(Record):
     dedup_groups: dict[str, list[str]] = Field(
         default_factory=dict, description="Per language, its groups of documents deduplicated apart from each other: "
         "the language itself, or `<lang>-<source>` / `<lang>-dump-<dump>` under the source and dump scopes.")
-    dedup_merge_levels: dict[str, list[int]] = Field(
-        default_factory=dict, description="Per dedup group with more documents units than [ingest.dedup] fan_in: the "
-        "keys folders at each merge level (dedup/merge.py); the last is how many each buckets and clusters unit read. "
-        "Absent: the group's step-1 folders were read directly.")
+    dedup_merges: dict[str, MergeLevels] = Field(
+        default_factory=dict, description="Per dedup group with more documents units or partitions than [ingest.dedup] "
+        "fan_in: how its folders were merged so that no unit opened more than fan_in. Absent: none was needed.")

@@ -9,6 +9,8 @@ Waves of units on the task runner, each unit bounded, crash-safe and skipped whe
     buckets     per dedup group x band partition: exact duplicates and verified near-duplicate pairs (dedup/exact.py,
                 dedup/buckets.py); partitions = ceil(kept documents of the group / dedup.partition_docs)
     clusters    per dedup group: which documents in pairs are dropped, for whom (dedup/clusters.py)
+    gather-NNN  only a group of more partitions than dedup.fan_in: runs of at most fan_in partitions' drops merged,
+                in levels, so a filter unit reads at most fan_in drops folders (dedup/gather.py)
     filter      per documents unit: its kept parts minus duplicates, duplicates with reason and duplicate_of, its
                 kept bytes per domain (dedup/filter.py)
 A dedup group is the documents compared with each other ([ingest.dedup] scope): a language, or one source or
@@ -35,11 +37,12 @@ from stages.ingest.inputs import HubUnavailable, hub_root, list_files, split_fil
 from stages.ingest.process import KEPT, InputFailed, process_unit
 from stages.ingest.readers import version_found
 from stages.ingest.reasons import ALL_REASONS, EXACT_DUP, NEAR_DUP
-from stages.ingest.record import (BlocklistRecord, ClusterRecord, IngestRecord, LanguageCounts, OptOut, SourceRecord,
-                                  Totals)
-from stages.ingest.units import (BUCKETS, CLUSTERS, COMPONENTS, COMPONENTS_MERGE, DOCUMENTS, FILTER, MERGE, SIGNATURES,
-                                 BucketsPayload, BucketsResult, ClustersPayload, ClustersResult, DocumentsPayload,
-                                 DocumentsResult, DocumentStats, FilterResult, MergePayload, MergeResult, PartFile, Piece,
+from stages.ingest.record import (BlocklistRecord, ClusterRecord, IngestRecord, LanguageCounts, MergeLevels, OptOut,
+                                  SourceRecord, Totals)
+from stages.ingest.units import (BUCKETS, CLUSTERS, COMPONENTS, COMPONENTS_MERGE, DOCUMENTS, FILTER, GATHER, MERGE,
+                                 SIGNATURES, BucketsPayload, BucketsResult, ClustersPayload, ClustersResult,
+                                 DocumentsPayload, DocumentsResult, DocumentStats, FilterResult, GatherPayload,
+                                 GatherResult, MergePayload, MergeResult, PartFile, Piece,
                                  Problem, RankedUnitPayload, RoundMergePayload, RoundPayload, RoundResult,
                                  SignaturesResult)
 
@@ -56,7 +59,7 @@ class IngestStage(UnitStage[IngestConfig]):
     name = "ingest"
     code_version = "5"
     config_model = IngestConfig
-    steps = (DOCUMENTS, SIGNATURES, MERGE, BUCKETS, COMPONENTS, COMPONENTS_MERGE, CLUSTERS, FILTER)
+    steps = (DOCUMENTS, SIGNATURES, MERGE, BUCKETS, COMPONENTS, COMPONENTS_MERGE, CLUSTERS, GATHER, FILTER)
 
     def iter_steps(self, ctx: Ctx, done: StepResults) -> Iterator[Step[Any, Any]]:
         """The steps in order, with as many merge levels as the group with the most documents units needs (merge-001
@@ -76,7 +79,24 @@ class IngestStage(UnitStage[IngestConfig]):
                 for level in range(1, levels + 1):
                     yield COMPONENTS_MERGE.round(rnd * 100 + level)
             rnd += 1
-        yield from (CLUSTERS, FILTER)
+        yield CLUSTERS
+        in_rounds = self._in_rounds(ctx, done)
+        levels = max((len(self._gather_levels(ctx, key in in_rounds, self._partitions(ctx, done, uids)))
+                      for key, uids in self._ranked_units(ctx, done).items()), default=0)
+        for level in range(1, levels + 1):
+            yield GATHER.round(level)
+        yield FILTER
+
+    @staticmethod
+    def _gather_levels(ctx: Ctx, in_rounds: bool, partitions: int) -> list[int]:
+        """The gather levels of a group's drops: none when its filter units read at most fan_in drops folders,
+        or only its one clusters folder (exact dedup off, near drops not per partition)."""
+        from stages.ingest.dedup.merge import merge_levels
+
+        cfg = ctx.settings.dedup
+        if not (cfg.exact or (cfg.near and in_rounds)):
+            return []
+        return merge_levels(partitions, cfg.fan_in)
 
     def _unconverged(self, ctx: Ctx, done: StepResults) -> dict[str, int]:
         """The groups clustered in rounds whose last round has not found a star forest: their partitions."""
@@ -136,17 +156,23 @@ class IngestStage(UnitStage[IngestConfig]):
         level = MERGE.round_of(step.name)
         if (number := COMPONENTS_MERGE.round_of(step.name)) is not None:
             return self._plan_round_merge(ctx, done, *divmod(number, 100))
-        in_rounds = self._in_rounds(ctx, done) if step in (CLUSTERS, FILTER) or rnd is not None else {}
+        gather_level = GATHER.round_of(step.name)
+        in_rounds = (self._in_rounds(ctx, done) if step in (CLUSTERS, FILTER) or rnd is not None or gather_level is not None
+                     else {})
         for (lang, group), uids in self._ranked_units(ctx, done).items():
             partitions = self._partitions(ctx, done, uids)
             kept = {uid: documents[uid].stats.kept for uid in uids}  # what each step's cost follows
             rounds = (lang, group) in in_rounds
             key_step, key_units = self._key_units(ctx, group, uids)
+            gathered = self._gather_levels(ctx, rounds, partitions)
             if level is not None:
                 units += self._plan_merge(ctx, lang, group, uids, level, partitions, kept)
+            elif gather_level is not None:
+                units += self._plan_gather(ctx, lang, group, gather_level, gathered, partitions, rounds, kept)
             elif step is SIGNATURES or step is FILTER:
                 units += [step.unit(uid, RankedUnitPayload(lang=lang, group=group, rank=rank, partitions=partitions,
-                                                           kept=kept[uid], near_parts=partitions if rounds else 0))
+                                                           kept=kept[uid], near_parts=partitions if rounds else 0,
+                                                           gathered=gathered[-1] if gathered and step is FILTER else 0))
                           for rank, uid in enumerate(uids)]
             elif rnd is not None and rounds:
                 if self._converged_round(done, group, partitions) is None:  # else its labels are final
@@ -181,6 +207,41 @@ class IngestStage(UnitStage[IngestConfig]):
         if not levels:
             return SIGNATURES.name, uids
         return MERGE.round(len(levels)).name, [f"{group}-{i:05d}" for i in range(levels[-1])]
+
+    def _merge_records(self, ctx: Ctx, done: StepResults) -> dict[str, MergeLevels]:
+        in_rounds, out = self._in_rounds(ctx, done), {}
+        for key, uids in self._ranked_units(ctx, done).items():
+            partitions = self._partitions(ctx, done, uids)
+            levels = MergeLevels(keys=self._levels(ctx, uids),
+                                 rounds=self._round_levels(ctx, partitions) if key in in_rounds else [],
+                                 drops=self._gather_levels(ctx, key in in_rounds, partitions))
+            if levels.keys or levels.rounds or levels.drops:
+                out[key[1]] = levels
+        return out
+
+    def _plan_gather(self, ctx: Ctx, lang: str, group: str, level: int, levels: list[int], partitions: int,
+                     rounds: bool, kept: dict[str, int]) -> list[Unit]:
+        """Level `level`'s gather units of a group: runs of fan_in partitions' drops folders (level 1) or of the
+        level below's; unit i holds the partitions from i * fan_in^level."""
+        if level > len(levels):
+            return []
+        fan_in, step = ctx.settings.dedup.fan_in, GATHER.round(level)
+        below = partitions if level == 1 else levels[level - 2]
+        span = fan_in ** level
+        return [step.unit(f"{group}-{i:05d}", GatherPayload(
+            lang=lang, group=group, level=level, first_partition=i * span,
+            inputs=min(fan_in, below - i * fan_in), partitions=partitions, near=rounds,
+            kept=sum(kept.values()) * min(span, partitions - i * span) / partitions)) for i in range(levels[level - 1])]
+
+    def _gather_dirs(self, ctx: Ctx, group: str, level: int, first: int, count: int, near: bool) -> tuple[list[Path], list[Path]]:
+        """(exact, near) drops folders a gather unit of `level` reads: `count` of the level below from `first`."""
+        if level == 1:
+            exact = [ctx.unit_dir(BUCKETS.name, f"{group}-{q:05d}") / EXACT_DIR for q in range(first, first + count)]
+            return (exact if ctx.settings.dedup.exact else [],
+                    [ctx.unit_dir(CLUSTERS.name, f"{group}-{q:05d}") for q in range(first, first + count)] if near else [])
+        j = first // ctx.settings.dedup.fan_in ** (level - 1)
+        dirs = [ctx.unit_dir(GATHER.round(level - 1).name, f"{group}-{k:05d}") for k in range(j, j + count)]
+        return dirs if ctx.settings.dedup.exact else [], dirs if near else []
 
     def _plan_round_merge(self, ctx: Ctx, done: StepResults, rnd: int, level: int) -> list[Unit]:
         """Level `level`'s merges of round `rnd`'s folders, for each group that ran that round and goes on."""
@@ -366,6 +427,13 @@ class IngestStage(UnitStage[IngestConfig]):
                 pair_dirs = [ctx.unit_dir(BUCKETS.name, f"{c.group}-{q:05d}") / PAIRS_DIR for q in range(c.partitions)]
                 clusters = resolve_clusters(step1, pair_dirs, out_dir, cfg, c.partitions, rule=cfg.rule)
             return ClustersResult(lang=c.lang, group=c.group, in_rounds=c.partition is not None, **dict(clusters))
+        if (gather_level := GATHER.round_of(unit.step)) is not None:
+            from stages.ingest.dedup.gather import gather_drops
+
+            g = GATHER.round(gather_level).payload_of(unit)
+            exact_in, near_in = self._gather_dirs(ctx, g.group, g.level, g.first_partition, g.inputs, g.near)
+            gathered = gather_drops(exact_in, near_in, g.first_partition, out_dir, cfg, g.partitions)
+            return GatherResult(lang=g.lang, group=g.group, **dict(gathered))
         if unit.step == FILTER.name:
             from stages.ingest.dedup.filter import filter_unit
 
@@ -373,6 +441,11 @@ class IngestStage(UnitStage[IngestConfig]):
             exact_dirs = [ctx.unit_dir(BUCKETS.name, f"{f.group}-{q:05d}") / EXACT_DIR for q in range(f.partitions)]
             near_dirs = ([] if not cfg.near else [ctx.unit_dir(CLUSTERS.name, f.group)] if not f.near_parts else
                          [ctx.unit_dir(CLUSTERS.name, f"{f.group}-{q:05d}") for q in range(f.near_parts)])
+            if f.gathered:  # the group's drops, gathered into at most fan_in folders
+                top = GATHER.round(len(self._gather_levels(ctx, bool(f.near_parts), f.partitions))).name
+                dirs = [ctx.unit_dir(top, f"{f.group}-{i:05d}") for i in range(f.gathered)]
+                exact_dirs = dirs if cfg.exact else []
+                near_dirs = dirs if f.near_parts else near_dirs
             filtered = filter_unit(ctx.unit_dir(DOCUMENTS.name, unit.id) / KEPT, ctx.unit_dir(SIGNATURES.name, unit.id),
                                    f.rank, exact_dirs, near_dirs, out_dir, cfg, f.partitions,
                                    part_rows=settings.max_rows_per_file, keep_duplicates=settings.keep_rejected)
@@ -399,7 +472,7 @@ class IngestStage(UnitStage[IngestConfig]):
             return float(sum(piece.bytes for piece in DOCUMENTS.payload_of(unit).pieces))
         payload = unit.payload
         assert isinstance(payload, (RankedUnitPayload, MergePayload, BucketsPayload, ClustersPayload, RoundPayload,
-                                    RoundMergePayload)), unit.step
+                                    RoundMergePayload, GatherPayload)), unit.step
         return float(payload.kept)
 
     def unit_work(self, unit: Unit, result: Any) -> tuple[float, str] | None:
@@ -489,8 +562,7 @@ class IngestStage(UnitStage[IngestConfig]):
             dedup_scope=settings.dedup.scope,
             dedup_groups=_groups_by_language(self._ranked_units(ctx, done)),
             dedup_clusters=_cluster_records(CLUSTERS.results(done)),
-            dedup_merge_levels={group: levels for (_, group), uids in self._ranked_units(ctx, done).items()
-                                if (levels := self._levels(ctx, uids))},
+            dedup_merges=self._merge_records(ctx, done),
         )
         write_report(out_dir, statistics)  # after the parts: it reads its examples back from rejected/
         summary = {"languages": len(per_lang) - len(empty), "docs in": totals.docs_in, "kept": totals.kept,

@@ -110,6 +110,7 @@ class RankedUnitPayload(Payload):
     partitions: int
     kept: int  # documents the unit kept: what the step's cost follows
     near_parts: int = 0  # filter: the group's near drops are in this many clusters units (0: one, named by the group)
+    gathered: int = 0  # filter: the group's drops were gathered into this many folders of its last gather level
 
 
 class StepStats(_Strict):
@@ -273,6 +274,36 @@ class ClustersResult(ClusterStats, UnitResult):
     in_rounds: bool  # one of the partitions of a group clustered in rounds
 
 
+# --- gather: per run of at most fan_in partitions' drops, in levels (dedup/gather.py) --------------------------
+class GatherPayload(Payload):
+    lang: str
+    group: str
+    level: int  # 1 gathers the buckets units' exact drops (and the node partitions' near drops), k level k - 1's
+    first_partition: int
+    inputs: int  # folders of the level below: partitions at level 1
+    partitions: int
+    near: bool  # the group's near drops are per node partition (clustered in rounds): gathered too
+    kept: float
+
+
+class GatherStats(StepStats):
+    """A gather unit (dedup/gather.py): the partitions its folder holds and the rows of each file."""
+
+    first_partition: int
+    count: int
+    near: bool
+    inputs: int
+    exact_drops: int = 0
+    exact_copies: int = 0
+    near_drops: int = 0
+    near_copies: int = 0
+
+
+class GatherResult(GatherStats, UnitResult):
+    lang: str
+    group: str
+
+
 # --- filter: one per documents unit that read documents (RankedUnitPayload) ---------------------------------
 class FilterStats(StepStats):
     """Step 4 (dedup/filter.py), per documents unit: its published parts and what the record sums of them."""
@@ -300,4 +331,5 @@ CLUSTERS = Step("clusters", ClustersPayload, ClustersResult)
 COMPONENTS = Step("components", RoundPayload, RoundResult)  # run as rounds components-000, -001, ... (iter_steps)
 # the merges of round r's folders, level l, as components-merge-<r * 100 + l>: before round r + 1 (iter_steps)
 COMPONENTS_MERGE = Step("components-merge", RoundMergePayload, RoundResult)
+GATHER = Step("gather", GatherPayload, GatherResult)  # levels gather-001, ... for groups above fan_in partitions
 FILTER = Step("filter", RankedUnitPayload, FilterResult)

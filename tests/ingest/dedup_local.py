@@ -18,10 +18,12 @@ from stages.ingest.dedup.buckets import find_candidate_pairs
 from stages.ingest.dedup.clusters import Rule, resolve_clusters
 from stages.ingest.dedup.exact import find_exact_duplicates
 from stages.ingest.dedup.filter import filter_unit
+from stages.ingest.dedup.gather import gather_drops
 from stages.ingest.dedup.merge import merge_key_folders, merge_levels
 from stages.ingest.dedup.signatures import write_signatures
 from stages.ingest.minhash import DedupConfig
-from stages.ingest.units import ClusterStats, ExactStats, FilterStats, MergeStats, PairStats, SignatureStats, StepStats
+from stages.ingest.units import (ClusterStats, ExactStats, FilterStats, GatherStats, MergeStats, PairStats,
+                                 SignatureStats, StepStats)
 
 S = TypeVar("S", bound=StepStats)
 
@@ -35,6 +37,7 @@ class Layout:
     exact: list[Path]
     pairs: list[Path]
     clusters: Path
+    gathered: list[list[Path]]  # per gather level (none at fan_in >= partitions): the folders of its runs
     filtered: list[Path]
 
 
@@ -64,6 +67,8 @@ def layout(work: Path, n_units: int, partitions: int, fan_in: int | None = None)
                   exact=[work / "2a-exact" / f"{p:05d}" for p in range(partitions)],
                   pairs=[work / "2b-pairs" / f"{p:05d}" for p in range(partitions)],
                   clusters=work / "3-clusters",
+                  gathered=[[work / f"3b-gather-{k + 1}" / f"{i:05d}" for i in range(n)]
+                            for k, n in enumerate(merge_levels(partitions, fan_in) if fan_in else [])],
                   filtered=[work / "4-filter" / f"{r:05d}" for r in range(n_units)])
 
 
@@ -105,8 +110,15 @@ def dedup_language(kept: Sequence[Path], work: Path, cfg: DedupConfig, partition
     pair_dirs = order(list(where.pairs))
     stats.clusters = once(where.clusters, ClusterStats,
                           lambda d: resolve_clusters(key_dirs, pair_dirs, d, cfg, partitions, rule=rule))
+    drops = list(where.exact)
+    for level, folders in enumerate(where.gathered if cfg.exact else [], start=1):
+        assert fan_in is not None
+        for i in order(list(range(len(folders)))):
+            run = drops[i * fan_in:(i + 1) * fan_in]
+            once(folders[i], GatherStats, lambda d: gather_drops(run, [], i * fan_in ** level, d, cfg, partitions))
+        drops = folders
     for r in order(list(range(n))):
-        exact_dirs = order(list(where.exact))
+        exact_dirs = order(list(drops))
         stats.filter[r] = once(where.filtered[r], FilterStats,
                                lambda d: filter_unit(kept[r], where.signatures[r], r, exact_dirs, where.clusters, d, cfg,
                                                      partitions))

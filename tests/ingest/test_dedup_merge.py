@@ -47,7 +47,7 @@ def test_partition_ranges_cover_every_partition_once_within_the_buffer():
     assert all(rows[a:b].sum() <= 6 or b - a == 1 for a, b in ranges)  # a partition above the buffer alone
 
 
-@pytest.mark.parametrize("fan_in, partitions", [(2, 3), (3, 1), (4, 5)])
+@pytest.mark.parametrize("fan_in, partitions", [(2, 3), (3, 1), (4, 5), (2, 9)])
 def test_merged_keys_give_todays_decisions_and_bytes(planted, tmp_path, fan_in, partitions):
     ctx, kept, ref_kept, ref_dups = planted
     cfg = ctx.settings.dedup
@@ -60,6 +60,9 @@ def test_merged_keys_give_todays_decisions_and_bytes(planted, tmp_path, fan_in, 
         assert all(s.inputs <= fan_in for s in level)
         assert sum(s.docs for s in level) == sum(s.docs for s in out.stats.signatures.values())
         assert sum(s.band_rows for s in level) == sum(s.band_rows for s in out.stats.signatures.values())
+    assert len(out.folders.gathered) == len(merge_levels(partitions, fan_in))  # the drops, gathered back
+    if out.folders.gathered:
+        assert len(out.folders.gathered[-1]) <= fan_in
     plain = dedup_language(kept, tmp_path / "plain", cfg, partitions).folders
     for a, b in [*zip(out.folders.exact, plain.exact), *zip(out.folders.pairs, plain.pairs),
                  (out.folders.clusters, plain.clusters), *zip(out.folders.filtered, plain.filtered)]:
@@ -90,6 +93,38 @@ def test_a_merge_folder_reads_back_as_its_inputs(planted, tmp_path):
             return sorted(out)
 
         assert rows(merged) == rows(step1)
+
+
+def test_merge_sorted_is_a_stable_merge_holding_one_batch_per_input(tmp_path, monkeypatch):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from stages.ingest.dedup import gather
+
+    monkeypatch.setattr(gather, "BATCH_ROWS", 7)
+    rng = np.random.default_rng(3)
+    paths, rows = [], []
+    for i in range(5):
+        doc = np.sort(rng.integers(0, 300, rng.integers(0, 60))).astype(np.uint64)  # ties within and across inputs
+        t = pa.table({"doc": doc, "rep": np.full(len(doc), i, np.uint64), "rep_id": [f"{i}-{j}" for j in range(len(doc))]},
+                     schema=files.DROP_SCHEMA)
+        pq.write_table(t, tmp_path / f"{i}.parquet", row_group_size=11)
+        paths.append(tmp_path / f"{i}.parquet")
+        rows += [(int(d), i, f"{i}-{j}") for j, d in enumerate(doc)]
+    n = gather.merge_sorted(paths, "doc", tmp_path / "out.parquet", files.DROP_SCHEMA)
+    got = pq.read_table(tmp_path / "out.parquet").to_pylist()
+    assert n == len(rows) and [(r["doc"], r["rep"], r["rep_id"]) for r in got] == sorted(rows, key=lambda r: r[0])
+
+
+def test_gathering_partitions_out_of_order_is_refused(planted, tmp_path):
+    from stages.ingest.dedup.gather import gather_drops
+
+    ctx, kept, _, _ = planted
+    cfg = ctx.settings.dedup
+    folders = dedup_language(kept, tmp_path / "w", cfg, 4).folders
+    with pytest.raises(ValueError, match="consecutive partitions"):
+        gather_drops([folders.exact[1], folders.exact[0]], [], 0, tmp_path / "x", cfg, 4)
+    with pytest.raises(ValueError, match="consecutive partitions"):
+        gather_drops(folders.exact[1:3], [], 0, tmp_path / "y", cfg, 4)
 
 
 def test_folders_out_of_rank_order_are_refused(planted, tmp_path):
@@ -168,18 +203,21 @@ def test_the_stage_merges_above_fan_in_and_publishes_the_same(tmp_path, udhr_dir
     assert run_ingest(cfg, run_dir) == 0
     assert published(run_dir) == published(unmerged)
     got, ref = manifest(run_dir)["statistics"], manifest(unmerged)["statistics"]
-    assert ref["dedup_merge_levels"] == {} and got["dedup_merge_levels"] == {lang: [2] for lang in LANGS}
+    drops = [3, 2] if partition_docs == 5 else []  # 28 documents: 6 partitions (fan-in 2) or 3 (fan-in 3)
+    assert ref["dedup_merges"] == {} and got["dedup_merges"] == {
+        lang: {"keys": [2], "rounds": [], "drops": drops} for lang in LANGS}
     assert all(got["dedup_clusters"][lang]["dropped"] == ref["dedup_clusters"][lang]["dropped"] > 0 for lang in LANGS)
 
 
-def test_kill_9_in_a_merge_then_a_rerun_gives_the_same_bytes(tmp_path, udhr_dir, unmerged):
+@pytest.mark.parametrize("step, n", [("merge-001", 0), ("gather-001", 2), ("gather-002", 1)])
+def test_kill_9_in_a_merge_or_gather_then_a_rerun_gives_the_same_bytes(tmp_path, udhr_dir, unmerged, step, n):
     cfg = config(tmp_path, udhr_dir, files_per_unit=1, fan_in=2, partition_docs=5)
     run_dir = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     args = ["stage", "ingest", "--config", str(cfg), "--run-dir", str(run_dir)]
-    killed = subprocess.run([PY, "-c", STAGE_KILLER, "merge-001", "0", *args], env=env, capture_output=True, text=True)
+    killed = subprocess.run([PY, "-c", STAGE_KILLER, step, str(n), *args], env=env, capture_output=True, text=True)
     assert killed.returncode == 9, killed.stderr
-    assert [p.name for p in (_work(run_dir) / "merge-001").iterdir() if p.name.startswith(".")]  # one unfinished
+    assert [p.name for p in (_work(run_dir) / step).iterdir() if p.name.startswith(".")]  # one unfinished
     assert run_ingest(cfg, run_dir) == 0
     assert published(run_dir) == published(unmerged)
 
@@ -216,3 +254,4 @@ def test_rounds_above_fan_in_read_merged_folders_and_publish_the_same(tmp_path, 
     assert published(run_dir) == published(rounds_unmerged)
     got, ref = manifest(run_dir)["statistics"], manifest(rounds_unmerged)["statistics"]
     assert got["dedup_clusters"] == ref["dedup_clusters"] and all(got["dedup_clusters"][g]["in_rounds"] for g in LANGS)
+    assert got["dedup_merges"] == {lang: {"keys": [], "rounds": [3, 2], "drops": [3, 2]} for lang in LANGS}

@@ -17,11 +17,15 @@ tests/ingest/dedup_reference.py, tested equal).
     3'    components.scatter_pairs            partition p         its pairs.parquet            edges by node (many pairs:
           components.star_round, per round    group x node part.  its edges, previous round    edges, labels;
           clusters.resolve_from_rounds        group x node part.  its labels, last round       near-drops.parquet)
+    3b    gather.gather_drops, per level      run of <= fan_in    those partitions' drops      the same files, merged in order
+          partitions (only a group of more partitions than fan_in)
     4     filter.filter_unit                  input unit          its kept.parquet + its drops kept-/duplicates-NNNNN.parquet
 
 A group is the documents compared with each other ([ingest.dedup] scope: a language, a source or a dump of it).
 Step 3' replaces step 3 for a group with more verified pairs than cluster_unit_pairs: connected components in
-rounds of partitioned units (components.py), so no unit holds the group's pairs.
+rounds of partitioned units (components.py), so no unit holds the group's pairs; a group of more partitions
+than fan_in merges each round's folders before the next round reads them (components.merge_round_folders).
+With steps 1b and 3b no unit of any step opens more than fan_in folders of another step.
 
 A document is named by its order key `(unit rank << 32) | row` (keys.py): the rank is the unit's position in
 the language's units in the stage's order (sorted unit ids), so callers pass the step-1 folders in that order.

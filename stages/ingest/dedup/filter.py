@@ -22,12 +22,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from stages.ingest.dedup import files, keys
+from stages.ingest.dedup.gather import covered_run
 from stages.ingest.minhash import DedupConfig
 from stages.ingest.parts import PartWriter
 from stages.ingest.process import BATCH_DOCS, NO_DOMAIN
 from stages.ingest.reasons import EXACT_DUP, NEAR_DUP
 from stages.ingest.schema import CLUSTER_SIZE, DOCUMENT_FIELD_NAMES, DOCUMENT_SCHEMA, REJECTED_SCHEMA
-from stages.ingest.units import ClusterStats, ExactStats, FilterStats, SignatureStats
+from stages.ingest.units import FilterStats, SignatureStats
 
 DOMAIN_SCHEMA = pa.schema([("domain", pa.string()), ("bytes", pa.int64())])
 
@@ -36,9 +37,10 @@ def filter_unit(kept: Path, signatures_dir: Path, rank: int, exact_dirs: Sequenc
                 near_dir: Path | Sequence[Path] | None, out_dir: Path, cfg: DedupConfig, partitions: int, *,
                 batch_rows: int = BATCH_DOCS, part_rows: int = 2**62, keep_duplicates: bool = True) -> FilterStats:
     """`kept`: the unit's kept.parquet (as given to step 1); `signatures_dir`: its step-1 folder; `rank`: its
-    position in the language's units; `exact_dirs`: all P step-2a folders (ignored with exact off);
-    `near_dir`: the group's step-3 folder, or the folders of its partitions when it was clustered in rounds (None
-    with near off); `keep_duplicates`: write the duplicates' rows (they are counted either way)."""
+    position in the language's units; `exact_dirs`: all P step-2a folders, or the gather folders holding them
+    (ignored with exact off); `near_dir`: the group's step-3 folder, or the folders of its partitions (or the gather
+    folders holding them) when it was clustered in rounds (None with near off); `keep_duplicates`: write the
+    duplicates' rows (they are counted either way)."""
     return files.run_step(out_dir, lambda folder: _filter(Path(kept), Path(signatures_dir), rank,
                                                           list(map(Path, exact_dirs)), near_dir,
                                                           folder, cfg, partitions, batch_rows, part_rows,
@@ -52,7 +54,7 @@ def unit_drops(rank: int, exact_dirs: list[Path], near_dir: Path | Sequence[Path
     first, last = keys.unit_range(rank)
     tables, reasons = [], []
     if cfg.exact:
-        seen = sorted(files.read_finished(d, "step-2a folder", ExactStats, settings).partition for d in exact_dirs)
+        seen = sorted(covered_run(exact_dirs, "exact", settings))
         if seen != list(range(partitions)):
             raise ValueError(f"step 4 needs the exact drops of each of the {partitions} partitions once; got {seen}")
         for d in exact_dirs:
@@ -63,8 +65,8 @@ def unit_drops(rank: int, exact_dirs: list[Path], near_dir: Path | Sequence[Path
         near_dirs = [near_dir] if isinstance(near_dir, (str, Path)) else list(near_dir or [])
         if not near_dirs:
             raise ValueError("near dedup is on: step 4 needs the group's step-3 folder(s)")
-        for d in map(Path, near_dirs):  # one per group, or one per partition of a group clustered in rounds
-            files.read_finished(d, "step-3 folder", ClusterStats, settings)
+        covered_run(near_dirs, "near", settings)  # each finished, under these settings
+        for d in map(Path, near_dirs):  # one per group, or per partition (or gathered run) of one clustered in rounds
             t = files.read_range(d / files.NEAR_DROPS, "doc", first, last)
             tables.append(t)
             reasons.append(np.ones(t.num_rows, dtype=np.int8))
