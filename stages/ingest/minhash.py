@@ -75,10 +75,11 @@ class DedupConfig(BaseModel):
     candidates, so this bounds its memory (docs/benchmarks.md has the measured bytes per document)."""
 
     fan_in: int = Field(256, ge=2)
-    """Keys folders a dedup unit may open: a group with more documents units than this first merges their keys in
-    levels of runs of at most fan_in (dedup/merge.py), so each buckets and clusters unit reads at most fan_in
-    folders (and each merge unit as many) whatever the size of the group. Each level rewrites the group's keys
-    once: raise it to save levels, lower it where open files or small reads are dear."""
+    """Folders of another step a dedup unit may open, whatever the size of its group: a group with more documents
+    units than this merges their keys in levels of runs of at most fan_in first (dedup/merge.py), one with more
+    partitions merges each components round's folders before the next round (components.py) and gathers its
+    drops before the filter (dedup/gather.py). Each level rewrites what it merges once: raise it to save levels,
+    lower it where open files or small reads are dear."""
 
     @model_validator(mode="after")
     def _check_bands(self) -> DedupConfig:

@@ -233,7 +233,8 @@ class IngestStage(UnitStage[IngestConfig]):
             inputs=min(fan_in, below - i * fan_in), partitions=partitions, near=rounds,
             kept=sum(kept.values()) * min(span, partitions - i * span) / partitions)) for i in range(levels[level - 1])]
 
-    def _gather_dirs(self, ctx: Ctx, group: str, level: int, first: int, count: int, near: bool) -> tuple[list[Path], list[Path]]:
+    def _gather_dirs(self, ctx: Ctx, group: str, level: int, first: int, count: int,
+                     near: bool) -> tuple[list[Path], list[Path]]:
         """(exact, near) drops folders a gather unit of `level` reads: `count` of the level below from `first`."""
         if level == 1:
             exact = [ctx.unit_dir(BUCKETS.name, f"{group}-{q:05d}") / EXACT_DIR for q in range(first, first + count)]
