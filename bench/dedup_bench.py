@@ -179,13 +179,14 @@ def sorted_core(sigs: np.ndarray, cfg) -> tuple[np.ndarray, dict]:
     bk = keys.band_keys(sigs[live], cfg)
     band = np.tile(np.arange(cfg.bands, dtype=np.uint16), len(live))
     order = np.repeat(live.astype(np.uint64), cfg.bands)
-    docs, largest, chunks = bucket_pairs(band, bk.ravel(), order, order, 1 << 16)  # no exact pass: all distinct
+    found = bucket_pairs(band, bk.ravel(), order, order, 1 << 16, cfg.bucket_leaders)  # no exact pass: all distinct
+    docs = found.docs
     del band, order
     pos = np.searchsorted(live.astype(np.uint64), docs)
     dk, ds = bk[pos], sigs[live[pos]]
     min_agree = int(np.ceil(cfg.threshold * cfg.num_perm - 1e-9))
     a_all, b_all = [], []
-    for a, b, band_of in chunks:
+    for a, b, band_of in found.chunks:
         ia, ib = np.searchsorted(docs, a), np.searchsorted(docs, b)
         own = (dk[ia] == dk[ib]).argmax(axis=1) == band_of
         ia, ib, a, b = ia[own], ib[own], a[own], b[own]
@@ -199,7 +200,7 @@ def sorted_core(sigs: np.ndarray, cfg) -> tuple[np.ndarray, dict]:
     dup = np.full(n, -1, dtype=np.int64)
     hit = dup_local >= 0
     dup[nodes[hit].astype(np.int64)] = nodes[dup_local[hit]].astype(np.int64)
-    return dup, {"pairs": int(len(a)), "largest_bucket": largest, "rounds": rounds}
+    return dup, {"pairs": int(len(a)), "largest_bucket": found.largest, "rounds": rounds}
 
 
 def main() -> int:

@@ -74,6 +74,13 @@ class DedupConfig(BaseModel):
     partitions): a buckets unit holds 8 bytes per band row of its partition plus the rows and signatures of its
     candidates, so this bounds its memory (docs/benchmarks.md has the measured bytes per document)."""
 
+    bucket_leaders: int = Field(64, ge=1)
+    """Documents of a band bucket each member is compared with: its first ones (smallest order keys). A bucket of
+    k <= bucket_leaders + 1 documents compares all k(k-1)/2 pairs; a larger one (a boilerplate page copied a
+    million times) only about k * bucket_leaders, so a buckets unit's work grows with its rows, not with the
+    square of its largest bucket. The pairs left uncompared are counted per group in the record
+    (dedup_buckets); a member similar only to other non-leaders can stay, as in datatrove's star of the
+    bucket's first document."""
     fan_in: int = Field(256, ge=2)
     """Folders of another step a dedup unit may open, whatever the size of its group: a group with more documents
     units than this merges their keys in levels of runs of at most fan_in first (dedup/merge.py), one with more

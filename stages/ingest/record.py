@@ -91,6 +91,14 @@ class ClusterRecord(Record):
         description="Documents the greedy rule keeps that components would drop; null where greedy did not run.")
 
 
+class BucketRecord(Record):
+    largest_bucket: int = Field(description="Documents in the largest band bucket of the group (distinct texts).")
+    capped_buckets: int = Field(description="Buckets of more than [ingest.dedup] bucket_leaders + 1 documents, whose "
+                                "members were compared only with their bucket's first bucket_leaders.")
+    uncompared_pairs: int = Field(description="Candidate pairs of those buckets not compared (between two members "
+                                  "that are not leaders); 0: every pair sharing a band was compared.")
+
+
 class MergeLevels(Record):
     keys: list[int] = Field(description="Keys folders at each merge level before the buckets (dedup/merge.py); the last "
                             "is how many each buckets and clusters unit read.")
@@ -116,6 +124,8 @@ class IngestRecord(Record):
     dedup_groups: dict[str, list[str]] = Field(
         default_factory=dict, description="Per language, its groups of documents deduplicated apart from each other: "
         "the language itself, or `<lang>-<source>` / `<lang>-dump-<dump>` under the source and dump scopes.")
+    dedup_buckets: dict[str, BucketRecord] = Field(
+        default_factory=dict, description="Per dedup group with near dedup on: its band buckets over all partitions.")
     dedup_merges: dict[str, MergeLevels] = Field(
         default_factory=dict, description="Per dedup group with more documents units or partitions than [ingest.dedup] "
         "fan_in: how its folders were merged so that no unit opened more than fan_in. Absent: none was needed.")

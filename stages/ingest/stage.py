@@ -37,8 +37,8 @@ from stages.ingest.inputs import HubUnavailable, hub_root, list_files, split_fil
 from stages.ingest.process import KEPT, InputFailed, process_unit
 from stages.ingest.readers import version_found
 from stages.ingest.reasons import ALL_REASONS, EXACT_DUP, NEAR_DUP
-from stages.ingest.record import (BlocklistRecord, ClusterRecord, IngestRecord, LanguageCounts, MergeLevels, OptOut,
-                                  SourceRecord, Totals)
+from stages.ingest.record import (BlocklistRecord, BucketRecord, ClusterRecord, IngestRecord, LanguageCounts,
+                                  MergeLevels, OptOut, SourceRecord, Totals)
 from stages.ingest.units import (BUCKETS, CLUSTERS, COMPONENTS, COMPONENTS_MERGE, DOCUMENTS, FILTER, GATHER, MERGE,
                                  SIGNATURES, BucketsPayload, BucketsResult, ClustersPayload, ClustersResult,
                                  DocumentsPayload, DocumentsResult, DocumentStats, FilterResult, GatherPayload,
@@ -563,6 +563,7 @@ class IngestStage(UnitStage[IngestConfig]):
             dedup_scope=settings.dedup.scope,
             dedup_groups=_groups_by_language(self._ranked_units(ctx, done)),
             dedup_clusters=_cluster_records(CLUSTERS.results(done)),
+            dedup_buckets=_bucket_records(BUCKETS.results(done)) if settings.dedup.near else {},
             dedup_merges=self._merge_records(ctx, done),
         )
         write_report(out_dir, statistics)  # after the parts: it reads its examples back from rejected/
@@ -658,6 +659,16 @@ def _per_filter_counts(removed: Counter) -> dict[str, int]:
     out = {n: int(removed.get(n, 0)) for n in ALL_REASONS}
     out.update({k: int(v) for k, v in removed.items() if k not in out})
     return out
+
+
+def _bucket_records(results) -> dict[str, BucketRecord]:
+    """Per group (a buckets unit is `<group>-<partition>`), its partitions' bucket statistics."""
+    by_group: dict[str, list[Any]] = defaultdict(list)
+    for uid, r in sorted(results.items()):
+        by_group[uid.rsplit("-", 1)[0]].append(r.pairs)
+    return {group: BucketRecord(largest_bucket=max(p.largest_bucket for p in ps),
+                                capped_buckets=sum(p.capped_buckets for p in ps),
+                                uncompared_pairs=sum(p.uncompared for p in ps)) for group, ps in by_group.items()}
 
 
 def _cluster_records(results) -> dict[str, ClusterRecord]:

@@ -188,6 +188,8 @@ class PairStats(StepStats):
     rows_read: int
     candidate_docs: int
     largest_bucket: int
+    capped_buckets: int = 0  # buckets of more than bucket_leaders + 1 documents
+    uncompared: int = 0  # pairs of those buckets not generated as candidates
     candidates: int
     first_shared_band: int
     verified: int

@@ -207,6 +207,9 @@ def test_the_stage_merges_above_fan_in_and_publishes_the_same(tmp_path, udhr_dir
     assert ref["dedup_merges"] == {} and got["dedup_merges"] == {
         lang: {"keys": [2], "rounds": [], "drops": drops} for lang in LANGS}
     assert all(got["dedup_clusters"][lang]["dropped"] == ref["dedup_clusters"][lang]["dropped"] > 0 for lang in LANGS)
+    assert got["dedup_buckets"] == ref["dedup_buckets"]  # the buckets do not depend on the partitions
+    assert all(ref["dedup_buckets"][lang]["largest_bucket"] >= 2 and ref["dedup_buckets"][lang]["uncompared_pairs"] == 0
+               for lang in LANGS)
 
 
 @pytest.mark.parametrize("step, n", [("merge-001", 0), ("gather-001", 2), ("gather-002", 1)])

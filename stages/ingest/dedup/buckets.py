@@ -6,6 +6,8 @@ pair that could matter:
 - rows sorted by (band, key, exact key, order key): a bucket is a run of equal (band, key), sort-based, no dict;
 - exact copies collapse to their first occurrence (identical texts have identical signatures, and the exact
   pass removes the others before the near pass);
+- a member is paired only with the first `bucket_leaders` members of its bucket: linear in the rows whatever
+  the largest bucket (the pairs left out are counted);
 - a pair that shares several bands is emitted only in the lowest band it shares, so each pair appears once in
   the whole language;
 - verification reads only the candidates' signature rows, through memory maps of bounded windows.
@@ -38,11 +40,21 @@ def find_candidate_pairs(units: Sequence[Path], partition: int, out_dir: Path, c
                                                         chunk_pairs))
 
 
-def bucket_pairs(band: np.ndarray, key: np.ndarray, exact: np.ndarray, order: np.ndarray,
-                 chunk_pairs: int) -> tuple[np.ndarray, int, Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
-    """In-memory core: (documents in candidate buckets, largest bucket, chunks of (a, b, band) pairs, a < b).
+@dataclass
+class Buckets:
+    """What bucket_pairs found before streaming its pairs."""
 
-    `exact` equal within a bucket means the same text: only the smallest order key of it takes part.
+    docs: np.ndarray  # sorted order keys of the documents in a bucket of two or more
+    largest: int  # documents in the largest bucket
+    capped: int  # buckets of more than leaders + 1 documents
+    uncompared: int  # pairs of the capped buckets not generated
+    chunks: Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]  # (a, b, band) candidate pairs, a < b
+
+
+def bucket_pairs(band: np.ndarray, key: np.ndarray, exact: np.ndarray, order: np.ndarray,
+                 chunk_pairs: int, leaders: int) -> Buckets:
+    """In-memory core. `exact` equal within a bucket means the same text: only the smallest order key of it takes
+    part. Each member pairs with the later members only if it is one of its bucket's first `leaders`.
     """
     # Nearly every band key occurs once: one plain sort of the keys finds the few rows that share theirs,
     # and only those are sorted fully (memory ~3 words per row instead of lexsort's copies of every column).
@@ -62,6 +74,8 @@ def bucket_pairs(band: np.ndarray, key: np.ndarray, exact: np.ndarray, order: np
     first_copy = np.ones(n, dtype=bool)
     first_copy[1:] = (band[1:] != band[:-1]) | (key[1:] != key[:-1]) | (exact[1:] != exact[:-1])
     band, key, order = band[first_copy], key[first_copy], order[first_copy]
+    idx = np.lexsort((order, key, band))  # members in order-key order: the leaders are the bucket's first documents
+    band, key, order = band[idx], key[idx], order[idx]
     n = len(order)
     starts_mask = np.ones(n, dtype=bool)
     starts_mask[1:] = (band[1:] != band[:-1]) | (key[1:] != key[:-1])
@@ -73,13 +87,16 @@ def bucket_pairs(band: np.ndarray, key: np.ndarray, exact: np.ndarray, order: np
     band, order = band[members], order[members]
     starts = np.cumsum(sizes) - sizes
     docs = np.unique(order)
+    big = sizes > leaders + 1
+    capped_sizes = sizes[big].astype(np.int64)
+    uncompared = int(((capped_sizes - leaders) * (capped_sizes - leaders - 1) // 2).sum())
 
     def chunks() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         m = len(order)
         if not m:
             return
         offset = np.arange(m) - np.repeat(starts, sizes)
-        later = np.repeat(sizes, sizes) - 1 - offset  # partners after each member in its bucket
+        later = np.where(offset < leaders, np.repeat(sizes, sizes) - 1 - offset, 0)  # partners after each member
         cum = np.cumsum(later)
         e = 0
         while e < m:
@@ -94,7 +111,8 @@ def bucket_pairs(band: np.ndarray, key: np.ndarray, exact: np.ndarray, order: np
                 yield np.minimum(a, b), np.maximum(a, b), band[lo]
             e = f
 
-    return docs, int(sizes.max(initial=0)), chunks()
+    return Buckets(docs=docs, largest=int(sizes.max(initial=0)), capped=int(big.sum()), uncompared=uncompared,
+                   chunks=chunks())
 
 
 def _gather_signatures(folders: list[files.KeyFolder], docs: np.ndarray, num_perm: int,
@@ -180,7 +198,8 @@ def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partit
         rows_read, (band, key, exact, order) = 0, [np.empty(0, t) for t in COLUMNS.values()]
     if not cfg.exact:  # no exact pass before the near pass: copies are separate documents
         exact = order
-    docs, largest, chunks = bucket_pairs(band, key, exact, order, chunk_pairs)
+    found = bucket_pairs(band, key, exact, order, chunk_pairs, cfg.bucket_leaders)
+    docs = found.docs
     del band, key, exact, order
     sigs = _gather_signatures(folders, docs, cfg.num_perm)
     band_keys = keys.band_keys(sigs, cfg)
@@ -188,7 +207,7 @@ def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partit
     counts = _PairCounts()
 
     def verified() -> Iterator[pa.Table]:
-        for a, b, band_of in chunks:
+        for a, b, band_of in found.chunks:
             counts.candidates += len(a)
             ia, ib = np.searchsorted(docs, a), np.searchsorted(docs, b)
             own = (band_keys[ia] == band_keys[ib]).argmax(axis=1) == band_of
@@ -200,5 +219,6 @@ def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partit
 
     files.write_batches(tmp / files.PAIRS, files.PAIR_SCHEMA, verified())
     return PairStats(settings=settings, partition=partition, rows_read=rows_read, candidate_docs=int(len(docs)),
-                     largest_bucket=largest, candidates=counts.candidates, first_shared_band=counts.first_shared_band,
+                     largest_bucket=found.largest, capped_buckets=found.capped, uncompared=found.uncompared,
+                     candidates=counts.candidates, first_shared_band=counts.first_shared_band,
                      verified=counts.verified)
