@@ -88,6 +88,16 @@ def partition_ranges(rows: np.ndarray, buffer_rows: int) -> Iterator[tuple[int, 
         p = q
 
 
+def _read_records(fh, dtype: np.dtype, total: int, chunk: int, path: Path) -> Iterator[np.ndarray]:
+    """`total` records from `fh`'s position, `chunk` at a time."""
+    while total:
+        rec = np.fromfile(fh, dtype=dtype, count=min(chunk, total))
+        if not len(rec):
+            raise ValueError(f"{path} is shorter than its index says: rerun the step that wrote it")
+        total -= len(rec)
+        yield rec
+
+
 def merge_records(inputs: list[Path], name: str, index_name: str, dtype: np.dtype, partitions: int, out_dir: Path,
                   buffer_rows: int, *, ordinal_base: np.ndarray | None = None) -> int:
     """Merge files.PartitionedWriter files (`name` + `index_name` in each input folder) into one in `out_dir`
@@ -107,6 +117,7 @@ def merge_records(inputs: list[Path], name: str, index_name: str, dtype: np.dtyp
     with ExitStack() as stack, (out_dir / name).open("wb") as out:
         handles = [stack.enter_context((f / name).open("rb")) for f in folders]
         for p0, p1 in partition_ranges(per_partition, buffer_rows):
+            single = p1 - p0 == 1  # a partition above buffer_rows alone: streamed, never held whole
             parts, records = [], []
             for i, (fh, index) in enumerate(zip(handles, indexes)):
                 spans = np.asarray(index[p0:p1])  # (p1 - p0, flushes, 2)
@@ -116,14 +127,16 @@ def merge_records(inputs: list[Path], name: str, index_name: str, dtype: np.dtyp
                     if not total:
                         continue
                     fh.seek(int(spans[0, flush, 0]) * dtype.itemsize)  # a flush holds p0..p1-1 in one run
-                    rec = np.fromfile(fh, dtype=dtype, count=total)
-                    if len(rec) != total:
-                        raise ValueError(f"{folders[i] / name} is shorter than its index says: rerun the step "
-                                         "that wrote it")
-                    if ordinal_base is not None:
-                        rec["ordinal"] += np.uint32(ordinal_base[i])
-                    records.append(rec)
-                    parts.append(np.repeat(np.arange(p0, p1), n))
+                    for rec in _read_records(fh, dtype, total, buffer_rows if single else total, folders[i] / name):
+                        if ordinal_base is not None:
+                            rec["ordinal"] += np.uint32(ordinal_base[i])
+                        if single:
+                            out.write(rec.tobytes())
+                            counts[p0] += len(rec)
+                        else:
+                            records.append(rec)
+                    if not single:
+                        parts.append(np.repeat(np.arange(p0, p1), n))
             if not records:
                 continue
             part = np.concatenate(parts)
