@@ -74,7 +74,7 @@ class DedupConfig(BaseModel):
     partitions): a buckets unit holds 8 bytes per band row of its partition plus the rows and signatures of its
     candidates, so this bounds its memory (docs/benchmarks.md has the measured bytes per document)."""
 
-    bucket_leaders: int = Field(64, ge=1)
+    bucket_leaders: int = Field(16, ge=1)
     """Documents of a band bucket each member is compared with: its first ones (smallest order keys). A bucket of
     k <= bucket_leaders + 1 documents compares all k(k-1)/2 pairs; a larger one (a boilerplate page copied a
     million times) only about k * bucket_leaders, so a buckets unit's work grows with its rows, not with the

@@ -48,7 +48,7 @@ def test_a_star_of_near_copies_gets_the_same_decisions_with_two_leaders(tmp_path
     units = [[hub] + copies[:20] + others[:10], copies[20:] + others[10:]]
     ctx, kept = write_units(tmp_path, units)
     cfg = ctx.settings.dedup
-    _, all_dups, every = steps(kept, tmp_path / "all", cfg, 2)
+    _, all_dups, every = steps(kept, tmp_path / "all", cfg.model_copy(update={"bucket_leaders": 64}), 2)
     _, few_dups, few = steps(kept, tmp_path / "few", cfg.model_copy(update={"bucket_leaders": 2}), 2)
     assert decisions(few_dups) == decisions(all_dups)
     assert len(decisions(all_dups)) == 40 and {d for _, d in decisions(all_dups).values()} == {_id(kept, 0)}
