@@ -10,9 +10,10 @@ pair that could matter:
   the largest bucket (the pairs left out are counted);
 - a pair that shares several bands is emitted only in the lowest band it shares, so each pair appears once in
   the whole language;
-- verification reads only the candidates' signature rows, through memory maps of bounded windows.
-Pairs are generated, verified and written in chunks of `chunk_pairs`: memory is the partition's band keys, the
-candidates' signatures and one chunk, never a language.
+- verification reads only the signature rows of one chunk's documents, through memory maps of bounded windows.
+Pairs are generated, verified and written in chunks of `chunk_pairs`: memory is the partition's band keys, 8
+bytes per candidate document and one chunk's signatures, never a language (nor the partition's candidates'
+signatures: a cluster of 10^6 near copies puts half of them in every partition).
 
 Output (`out_dir`): pairs.parquet (a, b) with a < b order keys, and stats.json.
 """
@@ -32,7 +33,7 @@ from stages.ingest.units import PairStats
 
 
 def find_candidate_pairs(units: Sequence[Path], partition: int, out_dir: Path, cfg: DedupConfig, partitions: int,
-                         *, chunk_pairs: int = 8192) -> PairStats:
+                         *, chunk_pairs: int = 65_536) -> PairStats:
     """`units`: the keys folders of one group in rank order (step 1's, or its last merge level's)."""
     if not 0 <= partition < partitions:
         raise ValueError(f"partition {partition} not in 0..{partitions - 1}")
@@ -199,17 +200,17 @@ def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partit
     if not cfg.exact:  # no exact pass before the near pass: copies are separate documents
         exact = order
     found = bucket_pairs(band, key, exact, order, chunk_pairs, cfg.bucket_leaders)
-    docs = found.docs
     del band, key, exact, order
-    sigs = _gather_signatures(folders, docs, cfg.num_perm)
-    band_keys = keys.band_keys(sigs, cfg)
     min_agree = int(np.ceil(cfg.threshold * cfg.num_perm - 1e-9))  # NearDuplicateIndex.add's rule
     counts = _PairCounts()
 
     def verified() -> Iterator[pa.Table]:
         for a, b, band_of in found.chunks:
             counts.candidates += len(a)
-            ia, ib = np.searchsorted(docs, a), np.searchsorted(docs, b)
+            need = np.union1d(a, b)  # the chunk's documents: signatures held per chunk, not per partition
+            sigs = _gather_signatures(folders, need, cfg.num_perm)
+            band_keys = keys.band_keys(sigs, cfg)
+            ia, ib = np.searchsorted(need, a), np.searchsorted(need, b)
             own = (band_keys[ia] == band_keys[ib]).argmax(axis=1) == band_of
             ia, ib, a, b = ia[own], ib[own], a[own], b[own]
             counts.first_shared_band += len(a)
@@ -218,7 +219,7 @@ def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partit
             yield pa.table({"a": a[ok], "b": b[ok]}, schema=files.PAIR_SCHEMA)
 
     files.write_batches(tmp / files.PAIRS, files.PAIR_SCHEMA, verified())
-    return PairStats(settings=settings, partition=partition, rows_read=rows_read, candidate_docs=int(len(docs)),
+    return PairStats(settings=settings, partition=partition, rows_read=rows_read, candidate_docs=int(len(found.docs)),
                      largest_bucket=found.largest, capped_buckets=found.capped, uncompared=found.uncompared,
                      candidates=counts.candidates, first_shared_band=counts.first_shared_band,
                      verified=counts.verified)
