@@ -107,3 +107,26 @@ def test_a_round_refuses_folders_of_another_partition_count(tmp_path):
         components.star_round([tmp_path / "s"], 0, 5, tmp_path / "r", 1)
     with pytest.raises(FileNotFoundError, match="is not finished"):
         components.star_round([tmp_path / "missing"], 0, 4, tmp_path / "r2", 1)
+
+
+def test_edges_sent_by_many_partitions_are_held_once(tmp_path):
+    """A hub's edges arrive once per folder that found them: read_edges keeps the distinct ones as it reads."""
+    rng = np.random.default_rng(5)
+    a = rng.integers(0, 500, 3000).astype(np.uint64)
+    b = rng.integers(0, 500, 3000).astype(np.uint64)
+    folders = []
+    for i in range(4):  # the same pairs from four sources, in other orders
+        order = rng.permutation(len(a))
+        folders.append(tmp_path / f"s{i}")
+        components.scatter_pairs([(a[order], b[order])], folders[-1], 3)
+    for p in range(3):
+        whole = components.read_edges(folders, p, 3, chunk=1 << 30)
+        small = components.read_edges(folders, p, 3, chunk=7)
+        assert all(np.array_equal(x, y) for x, y in zip(whole, small))
+        u, v = small
+        assert len(set(zip(u.tolist(), v.tolist()))) == len(u)  # distinct
+        assert np.all(components.node_partition(u, 3) == p)
+        keep = a != b
+        both = {(int(x), int(y)) for x, y in zip(np.concatenate((a[keep], b[keep])), np.concatenate((b[keep], a[keep])))}
+        assert set(zip(u.tolist(), v.tolist())) == {e for e in both if components.node_partition(
+            np.array([e[0]], np.uint64), 3)[0] == p}

@@ -79,20 +79,32 @@ def _write_both_ways(writer: files.PartitionedWriter, x: np.ndarray, y: np.ndarr
     writer.add(node_partition(u, partitions), {"u": u, "v": v})
 
 
-def read_edges(inputs: Sequence[Path], partition: int, partitions: int) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct directed edges (u, v), u in `partition`, of the previous round's folders, sorted by (u, v)."""
-    us, vs = [], []
+def read_edges(inputs: Sequence[Path], partition: int, partitions: int,
+               chunk: int = 1 << 20) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct directed edges (u, v), u in `partition`, of the previous round's folders, sorted by (u, v).
+
+    Deduplicated as they are read, `chunk` records at a time: after a large-star round, every neighbour of a
+    hub node may send it the same edge from its own partition (a cluster of 10^6 near copies with a few dozen
+    bucket leaders gave ~50 copies of each), so memory follows the distinct edges, not the copies."""
+    held_u, held_v = np.empty(0, np.uint64), np.empty(0, np.uint64)
+    us, vs, pending = [], [], 0
     for folder in inputs:
         stats = files.finished(folder, RoundStats)
         if stats is None:
             raise FileNotFoundError(f"round folder {folder} is not finished (no {files.STATS}): run that round first")
         if stats.partitions != partitions:
             raise ValueError(f"round folder {folder} has {stats.partitions} partitions, not {partitions}: rerun it")
-        for rec in files.iter_partition(folder, EDGES, EDGE_INDEX, EDGE_RECORD, partition):
+        for rec in files.iter_partition(folder, EDGES, EDGE_INDEX, EDGE_RECORD, partition, chunk):
             us.append(rec["u"].copy())
             vs.append(rec["v"].copy())
-    u = np.concatenate(us) if us else np.empty(0, np.uint64)
-    v = np.concatenate(vs) if vs else np.empty(0, np.uint64)
+            pending += len(rec)
+            if pending >= max(chunk, len(held_u)):  # amortized: each compaction at least doubles what it sorts
+                held_u, held_v = _distinct_sorted(np.concatenate([held_u, *us]), np.concatenate([held_v, *vs]))
+                us, vs, pending = [], [], 0
+    return _distinct_sorted(np.concatenate([held_u, *us]), np.concatenate([held_v, *vs]))
+
+
+def _distinct_sorted(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     order = np.lexsort((v, u))
     u, v = u[order], v[order]
     distinct = np.ones(len(u), dtype=bool)

@@ -252,14 +252,23 @@ def partition_records(unit: Path, index_name: str, partition: int) -> int:
     return int(_spans(unit, index_name, partition)[:, 1].sum())
 
 
-def iter_partition(unit: Path, name: str, index_name: str, dtype: np.dtype, partition: int) -> Iterator[np.ndarray]:
-    """The records of one partition from a step-1 file, one flush at a time (at most step 1's `buffer_rows`):
-    its row of the index (a memory map), then one seek and one read per flush that wrote any."""
+def iter_partition(unit: Path, name: str, index_name: str, dtype: np.dtype, partition: int,
+                   chunk: int | None = None) -> Iterator[np.ndarray]:
+    """The records of one partition from a step-1 file, one flush at a time (at most step 1's `buffer_rows`;
+    a merged folder's partition is one flush of any size: `chunk` caps the records yielded at once): its row of
+    the index (a memory map), then one seek and one read per flush that wrote any."""
     spans = _spans(unit, index_name, partition)
     with open(Path(unit) / name, "rb") as f:
         for first, count in spans[spans[:, 1] > 0]:
             f.seek(int(first) * dtype.itemsize)
-            yield np.fromfile(f, dtype=dtype, count=int(count))
+            left = int(count)
+            while left:
+                rec = np.fromfile(f, dtype=dtype, count=min(left, chunk or left))
+                if not len(rec):
+                    raise ValueError(f"{Path(unit) / name} is shorter than its index says: rerun the step that "
+                                     "wrote it")
+                left -= len(rec)
+                yield rec
 
 
 def read_partition(unit: Path, name: str, index_name: str, dtype: np.dtype, partition: int) -> np.ndarray:
