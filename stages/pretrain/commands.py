@@ -35,6 +35,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     pl.add_argument("--tokens-per-s", type=float, default=None, metavar="N",
                     help="throughput per GPU to plan with (default: EUROPA's 1,300 tokens/s on GH200)")
     pl.add_argument("--json", action="store_true", help="machine-readable output")
+    pl.add_argument("--search", action="store_true",
+                    help="price every layout of the configured GPUs and global batch (HSDP/FSDP, EP, all-to-all, "
+                         "node-limited routing, local batch, activation checkpointing, float8) and list the best")
+    pl.add_argument("--top", type=int, default=5, metavar="N", help="--search: layouts listed (default 5)")
+    pl.add_argument("--fragment", metavar="FILE", default=None,
+                    help="--search: write the best layout as a TOML fragment of [pretrain] keys to FILE")
     pl.set_defaults(handler=cmd_plan)
 
     ex = sub.add_parser("export", help="export a checkpoint as a Hugging Face model folder (with its model card)",
@@ -82,10 +88,48 @@ def cmd_plan(args) -> int:
     tokenizer = config.stages.get("tokenizer")
     settings = config.section(STAGE)
     hardware, notes = planner_hardware(settings)  # the machine profile's view ([pretrain.machine])
+    if args.search:
+        return _search(args, settings, getattr(tokenizer, "vocab_size", None), hardware)
+    if args.fragment:
+        raise UsageError("europa plan: --fragment needs --search")
     report = plan(settings, getattr(tokenizer, "vocab_size", None), hardware=hardware,
                   tokens_per_s_per_gpu=args.tokens_per_s or EUROPA_TOKENS_PER_S_PER_GPU)
     report.warnings += [n for n in notes if n not in report.warnings]
     print(report.to_json() if args.json else report.text())
+    return 0
+
+
+def _search(args, settings, vocab_size: int | None, hardware) -> int:
+    import json
+
+    from stages.pretrain.planner.report import _with_peak
+    from stages.pretrain.planner.search import format_search, fragment, search
+
+    if args.top < 1:
+        raise UsageError(f"europa plan: --top {args.top}: list at least 1 layout")
+    result = search(settings, vocab_size, _with_peak(hardware, settings))
+    if result.best is None:
+        p = settings.parallelism
+        raise UsageError(f"europa plan --search: none of {result.considered:,} layouts of {settings.flavor} fits "
+                         f"{p.world_size} GPUs with global_batch_size {settings.global_batch}: raise "
+                         "[pretrain.parallelism] nodes or change the global batch")
+    if args.json:
+        print(json.dumps({"estimate": True, "considered": result.considered, "feasible": len(result.ranked),
+                          "tight": result.tight, "too_large": result.too_large,
+                          "configured_rank": result.rank_of_configured(),
+                          "layouts": [{"layout": c.describe(), "tokens_per_s_per_gpu": vars(c.tokens_per_s),
+                                       "memory_gib": c.memory_gib, "bottleneck": c.bottleneck}
+                                      for c in result.ranked[:args.top]],
+                          "configured": {"layout": result.configured.describe(),
+                                         "tokens_per_s_per_gpu": vars(result.configured.tokens_per_s),
+                                         "memory_gib": result.configured.memory_gib,
+                                         "verdict": result.configured.verdict}}, indent=2))
+    else:
+        print(format_search(result, args.top))
+    if args.fragment:
+        Path(args.fragment).write_text(fragment(result.best))
+        if not args.json:
+            print(f"\nwrote the best layout to {args.fragment}")
     return 0
 
 
