@@ -101,13 +101,16 @@ def cmd_plan(args) -> int:
 
 def _search(args, settings, vocab_size: int | None, hardware) -> int:
     import json
+    import textwrap
 
     from stages.pretrain.planner.report import _with_peak
-    from stages.pretrain.planner.search import format_search, fragment, search
+    from stages.pretrain.planner.projection import EUROPA_TOKENS_PER_S_PER_GPU
+    from stages.pretrain.planner.search import format_search, fragment, search, what_target_needs
 
     if args.top < 1:
         raise UsageError(f"europa plan: --top {args.top}: list at least 1 layout")
-    result = search(settings, vocab_size, _with_peak(hardware, settings))
+    hardware = _with_peak(hardware, settings)
+    result = search(settings, vocab_size, hardware)
     if result.best is None:
         p = settings.parallelism
         raise UsageError(f"europa plan --search: none of {result.considered:,} layouts of {settings.flavor} fits "
@@ -125,7 +128,10 @@ def _search(args, settings, vocab_size: int | None, hardware) -> int:
                                          "memory_gib": result.configured.memory_gib,
                                          "verdict": result.configured.verdict}}, indent=2))
     else:
+        target = args.tokens_per_s or EUROPA_TOKENS_PER_S_PER_GPU
         print(format_search(result, args.top))
+        print("\n" + textwrap.fill(what_target_needs(result, target, hardware), 116, initial_indent="  ",
+                                   subsequent_indent="  "))
     if args.fragment:
         Path(args.fragment).write_text(fragment(result.best))
         if not args.json:

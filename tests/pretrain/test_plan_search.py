@@ -63,6 +63,11 @@ def test_the_cli_lists_writes_and_refuses_in_one_line(tmp_path, capsys):
     assert main([*args, "--search", "--top", "3", "--fragment", str(frag)]) == 0
     out = capsys.readouterr().out
     assert out.count(" layout") >= 1 and "the config's layout:" in out and "[pretrain.parallelism]" in frag.read_text()
+    said = " ".join(out.split())
+    assert "1,300 tokens/s per GPU:" in said and "Each resource alone would allow: compute" in said
+    assert "is forbidden by" in said or "is within the layout's resource ceilings" in said
+    assert main([*args, "--search", "--tokens-per-s", "100"]) == 0
+    assert "100 tokens/s per GPU:" in capsys.readouterr().out
     assert main([*args, "--search", "--json", "--top", "4"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert len(d["layouts"]) == 4 and all({"tokens_per_s_per_gpu", "memory_gib", "bottleneck"} <= set(x)

@@ -162,6 +162,45 @@ def search(settings: PretrainConfig, vocab_size: int | None, hardware: Hardware,
                         tight=tight, too_large=too_large)
 
 
+def what_target_needs(result: SearchResult, target: float, hardware: Hardware,
+                      shape: ModelShape | None = None) -> str:
+    """One paragraph a reader can check: which layouts reach `target` tokens/s per GPU in which band, and for the
+    best layout, the ceiling each resource alone allows (expected band), so the bound that forbids it is named."""
+    best = result.best
+    if best is None:
+        return f"{target:,.0f} tokens/s per GPU: no layout fits, so none reaches it."
+    s = best.settings
+    shape = shape or model_shape(s.flavor, None)
+    memory = estimate_memory(s, shape, hardware)
+    work = from_settings(s, shape, memory, gpus_per_node=hardware.gpus_per_node)
+    b = predict(work, hardware).expected
+    hidden = predict(work.with_(overlap="full"), hardware).expected
+    tok = b.tokens_per_microstep
+    ceilings = {"compute": tok / b.compute_s, "InfiniBand": tok / b.ib_busy_s if b.ib_busy_s else float("inf"),
+                "NVLink": tok / b.nvlink_busy_s if b.nvlink_busy_s else float("inf")}
+    binding = min(ceilings, key=ceilings.get)
+    reach = {band: sum(1 for c in result.ranked if c.tokens_per_s.at(band) >= target)
+             for band in ("expected", "optimistic")}
+    parts = [f"{target:,.0f} tokens/s per GPU: {reach['expected']:,} of {len(result.ranked):,} feasible layouts reach "
+             f"it in the expected band, {reach['optimistic']:,} in the optimistic one."]
+    parts.append(f"The best layout ({best.describe()}) is predicted at {best.tokens_per_s.expected:,.0f}; per "
+                 f"micro-step of {tok:,.0f} tokens its GPU computes {b.compute_s:.2f} s, keeps InfiniBand busy "
+                 f"{b.ib_busy_s:.2f} s and NVLink {b.nvlink_busy_s:.2f} s, and waits {b.exposed_a2a_s:.2f} s for "
+                 f"the all-to-all, which torchtitan 0.3.0 runs on the compute stream.")
+    parts.append(f"Each resource alone would allow: compute {ceilings['compute']:,.0f}, InfiniBand "
+                 f"{ceilings['InfiniBand']:,.0f}, NVLink {ceilings['NVLink']:,.0f} tokens/s per GPU (before the "
+                 f"optimizer step); with all communication hidden under compute (DualPipe-like overlap, not in the "
+                 f"pinned torchtitan) the layout gives {hidden.tokens_per_s_per_gpu:,.0f}, bound by {binding}.")
+    if ceilings[binding] < target:
+        parts.append(f"So {target:,.0f} is forbidden by {binding} for this layout at the model's efficiencies "
+                     f"(stages/pretrain/planner/throughput.py); reaching it needs a higher {binding} efficiency than "
+                     f"the calibration gives, or fewer bytes or FLOPs per token.")
+    else:
+        parts.append(f"So {target:,.0f} is within the layout's resource ceilings: it needs the communication "
+                     f"hidden, which the pinned torchtitan does not do.")
+    return " ".join(parts)
+
+
 def fragment(c: Candidate) -> str:
     """The layout as TOML to paste over [pretrain]'s keys (only the keys the search varies)."""
     s = c.settings
