@@ -93,24 +93,21 @@ def bucket_pairs(band: np.ndarray, key: np.ndarray, exact: np.ndarray, order: np
     uncompared = int(((capped_sizes - leaders) * (capped_sizes - leaders - 1) // 2).sum())
 
     def chunks() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Exactly chunk_pairs pairs at a time (the last fewer), in (member, partner) order: a leader of a bucket of
+        10^6 is split over chunks like any other run of pairs."""
         m = len(order)
         if not m:
             return
         offset = np.arange(m) - np.repeat(starts, sizes)
         later = np.where(offset < leaders, np.repeat(sizes, sizes) - 1 - offset, 0)  # partners after each member
         cum = np.cumsum(later)
-        e = 0
-        while e < m:
-            base = int(cum[e - 1]) if e else 0
-            f = max(int(np.searchsorted(cum, base + chunk_pairs, side="right")), e + 1)
-            counts = later[e:f]
-            total = int(counts.sum())
-            if total:
-                lo = np.repeat(np.arange(e, f), counts)
-                hi = lo + 1 + (np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts))
-                a, b = order[lo], order[hi]
-                yield np.minimum(a, b), np.maximum(a, b), band[lo]
-            e = f
+        total = int(cum[-1])
+        for p0 in range(0, total, chunk_pairs):
+            k = np.arange(p0, min(total, p0 + chunk_pairs))
+            lo = np.searchsorted(cum, k, side="right")  # the member of pair k
+            hi = lo + 1 + (k - (cum[lo] - later[lo]))
+            a, b = order[lo], order[hi]
+            yield np.minimum(a, b), np.maximum(a, b), band[lo]
 
     return Buckets(docs=docs, largest=int(sizes.max(initial=0)), capped=int(big.sum()), uncompared=uncompared,
                    chunks=chunks())
@@ -144,6 +141,10 @@ def _gather_signatures(folders: list[files.KeyFolder], docs: np.ndarray, num_per
             i = j
     return out
 
+
+# A chunk's documents are sparse in the signature files (~1 row in 100): wider windows cost fewer maps, and a map
+# holds only the pages its rows touch (at most this / 8 pages of 4 KiB: 128 MiB).
+CHUNK_WINDOW_ROWS = 1 << 18
 
 COLUMNS = {"band": np.uint16, "key": np.uint64, "exact": np.uint64, "order": np.uint64}  # of the band rows held
 
@@ -208,7 +209,7 @@ def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partit
         for a, b, band_of in found.chunks:
             counts.candidates += len(a)
             need = np.union1d(a, b)  # the chunk's documents: signatures held per chunk, not per partition
-            sigs = _gather_signatures(folders, need, cfg.num_perm)
+            sigs = _gather_signatures(folders, need, cfg.num_perm, window_rows=CHUNK_WINDOW_ROWS)
             band_keys = keys.band_keys(sigs, cfg)
             ia, ib = np.searchsorted(need, a), np.searchsorted(need, b)
             own = (band_keys[ia] == band_keys[ib]).argmax(axis=1) == band_of
