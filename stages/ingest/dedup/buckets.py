@@ -8,8 +8,8 @@ pair that could matter:
   pass removes the others before the near pass);
 - a member is paired only with the first `bucket_leaders` members of its bucket: linear in the rows whatever
   the largest bucket (the pairs left out are counted);
-- a pair that shares several bands is emitted only in the lowest band it shares, so each pair appears once in
-  the whole language;
+- a pair that shares several bands is emitted only in the lowest band it shares (whose rows are equal), so each
+  pair appears once in the whole language;
 - verification reads only the signature rows of one chunk's documents, through memory maps of bounded windows.
 Pairs are generated, verified and written in chunks of `chunk_pairs`: memory is the partition's band keys, 8
 bytes per candidate document and one chunk's signatures, never a language (nor the partition's candidates'
@@ -27,7 +27,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from stages.ingest.dedup import files, keys
+from stages.ingest.dedup import files
 from stages.ingest.minhash import DedupConfig
 from stages.ingest.units import PairStats
 
@@ -142,9 +142,9 @@ def _gather_signatures(folders: list[files.KeyFolder], docs: np.ndarray, num_per
     return out
 
 
-# A chunk's documents are sparse in the signature files (~1 row in 100): wider windows cost fewer maps, and a map
-# holds only the pages its rows touch (at most this / 8 pages of 4 KiB: 128 MiB).
-CHUNK_WINDOW_ROWS = 1 << 18
+# A chunk's documents are sparse in the signature files at scale: wider windows cost fewer maps, and a map holds
+# only the pages its rows touch (at most this / 8 pages of 4 KiB: 32 MiB).
+CHUNK_WINDOW_ROWS = 1 << 16
 
 COLUMNS = {"band": np.uint16, "key": np.uint64, "exact": np.uint64, "order": np.uint64}  # of the band rows held
 
@@ -210,12 +210,14 @@ def _find(units: list[Path], partition: int, tmp: Path, cfg: DedupConfig, partit
             counts.candidates += len(a)
             need = np.union1d(a, b)  # the chunk's documents: signatures held per chunk, not per partition
             sigs = _gather_signatures(folders, need, cfg.num_perm, window_rows=CHUNK_WINDOW_ROWS)
-            band_keys = keys.band_keys(sigs, cfg)
             ia, ib = np.searchsorted(need, a), np.searchsorted(need, b)
-            own = (band_keys[ia] == band_keys[ib]).argmax(axis=1) == band_of
-            ia, ib, a, b = ia[own], ib[own], a[own], b[own]
+            agree = sigs[ia] == sigs[ib]
+            # a band is shared when its rows are equal (its key is their 64-bit hash): no keys to recompute
+            shared = agree.reshape(len(a), cfg.bands, cfg.rows).all(axis=2)
+            own = (shared.argmax(axis=1) == band_of) & shared[np.arange(len(a)), band_of]
+            a, b, agree = a[own], b[own], agree[own]
             counts.first_shared_band += len(a)
-            ok = np.count_nonzero(sigs[ia] == sigs[ib], axis=1) >= min_agree
+            ok = np.count_nonzero(agree, axis=1) >= min_agree
             counts.verified += int(ok.sum())
             yield pa.table({"a": a[ok], "b": b[ok]}, schema=files.PAIR_SCHEMA)
 
