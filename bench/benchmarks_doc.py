@@ -64,6 +64,14 @@ SECTIONS: dict[str, tuple[str, str]] = {
         "process (its peak RSS is its own). Recall and precision compare the dropped documents and their "
         "representatives with single-process connected components over the same pairs. Goals (issue 41): every "
         "unit <= 2 GB and within 1.3x of the 10x smaller run.")),
+    "dedup_scale": ("Every dedup step at scale (bench/dedup_scale_bench.py)", (
+        "Synthetic signatures without text for N documents in units of 2^16 (5% exact copies; near copies with 8 "
+        "of 128 entries changed: pairs, chains of 100, stars of 50, one cluster of min(10^6, N / 10)), through the "
+        "real steps after the documents: signatures, the keys merge, exact + buckets per band partition, the "
+        "components rounds with their merges, the labels and the drops gather, each unit in a fresh process on 2 "
+        "workers. Recall and precision compare the near drops and their representatives with the planted "
+        "components. Goals (issue 41): every unit <= 2 GB and within 1.3x of the 10x smaller run, no unit "
+        "opening more folders than fan_in.")),
     MANUAL: ("Measurements by hand", (
         "Figures measured without a bench script: old and new code alternating in one process, profiles, timings "
         "of the tests. Each record's command says how.")),
@@ -218,6 +226,30 @@ def orchestration_scale_section(results: dict[str, Any]) -> list[str]:
     return lines + ([table([r for r in goal_rows if r.reference_is.startswith("goal")]), ""] if goal_rows else [])
 
 
+def dedup_scale_section(results: dict[str, Any]) -> list[str]:
+    """bench/dedup_scale_bench.py's JSON: the largest run step by step, the goals, and English projected from it."""
+    top = max(results["runs"], key=lambda x: x["docs"])
+    rows = [[x["step"], x["units"], x["unit_peak_rss_mb"], x["opened_per_unit"], x["bytes"] / 1e9,
+             x["cpu_s_per_million_docs"]] for x in top["per_step"] if x["cpu_s_per_million_docs"] >= 0.05]
+    lines = [f"Per step at {top['docs']:,} documents ({top['units']} units, {top['partitions']} partitions, fan-in "
+             f"{top['fan_in']}, {top['rounds']} rounds; rounds of under 0.05 CPU s per 10^6 documents left out):", ""]
+    lines += [*markdown_table(["step", "units", "peak RSS MB", "folders opened", "GB written", "CPU s / 10^6 docs"],
+                              [[r[0], r[1], round(r[2]), r[3], round(r[4], 2), round(r[5], 1)] for r in rows]), ""]
+    lines += [table(BENCHMARKS["dedup_scale"](results)), ""]
+    e = results.get("english")
+    if e:
+        lines += [f"English projected from the {e['from_docs']:,}-document run (bench/dedup_scale_bench.py "
+                  "english_plan: the stage's unit formulas, this run's costs per document):", ""]
+        lines += [*markdown_table(["documents", "documents units", "partitions", "keys merge levels",
+                                   "round merge levels", "folders per unit", "core-hours", "node-hours (288 cores)",
+                                   "scratch TB", "unit peak RSS MB"],
+                                  [[f"{e['docs']:.0e}", f"{e['documents_units']:,}", f"{e['partitions']:,}",
+                                    str(e["keys_merge_levels"]), str(e["round_merge_levels"]), e["folders_per_unit"],
+                                    f"{e['cpu_core_hours']:,.0f}", f"{e['node_hours']:,.0f}", f"{e['scratch_tb']:,.0f}",
+                                    f"{e['unit_peak_rss_mb']:,.0f}"]]), ""]
+    return lines
+
+
 def results_section(record: Record) -> list[str]:
     if "tables" in record.results:
         return tables_section(record.results)
@@ -225,6 +257,8 @@ def results_section(record: Record) -> list[str]:
         return ingest_scale_section(record.results)
     if record.bench == "orchestration_scale":
         return orchestration_scale_section(record.results)
+    if record.bench == "dedup_scale":
+        return dedup_scale_section(record.results)
     if record.bench in BENCHMARKS:
         return [table(BENCHMARKS[record.bench](record.results)), ""]
     raise ValueError(f"bench/records: a {record.bench!r} record needs its figures as `tables` (no renderer knows its "

@@ -45,6 +45,8 @@ UNIT_DOCS = 1 << 16
 PARTITION_DOCS = 500_000  # the default [ingest.dedup] partition_docs
 CHANGED = 8  # signature entries a near copy changes (of 128): agreement 0.94 with its source
 GOALS = {"unit_peak_rss_mb": 2048, "rss_growth": 1.3}  # issue 41
+# English across FineWeb's dumps, as docs/scaling.md sizes it: ~66 TB at ~3.4 KB per document
+ENGLISH = {"docs": 2e10, "bytes": 66e12, "unit_bytes": 2**30, "fan_in": 256, "cores_per_node": 288}
 
 
 # --- the synthetic corpus -------------------------------------------------------------------------------
@@ -323,6 +325,25 @@ def run_size(n: int, workers: int, fan_in: int, scratch: Path, executor: str = "
     }
 
 
+def english_plan(run: dict) -> dict:
+    """English from the largest run's per-document costs: the units and levels the stage would make (its formulas:
+    documents units of 1 GiB, ceil(N / partition_docs) partitions, merges at fan_in 256), the CPU, scratch bytes
+    and node-hours (288 cores: a JUPITER Booster node's four Grace CPUs) if every step costs per document what it
+    cost here, and the unit memory measured here (a partition holds the same 500,000 documents at any N)."""
+    from stages.ingest.dedup.merge import merge_levels
+
+    n, e = run["docs"], ENGLISH
+    units = math.ceil(e["bytes"] / e["unit_bytes"])
+    partitions = math.ceil(e["docs"] / PARTITION_DOCS)
+    cpu_s = sum(x["cpu_s_per_million_docs"] for x in run["per_step"]) * e["docs"] / 1e6
+    scratch = run["bytes_written"] / n * e["docs"]
+    return {"from_docs": n, "docs": e["docs"], "documents_units": units, "partitions": partitions,
+            "keys_merge_levels": merge_levels(units, e["fan_in"]), "round_merge_levels": merge_levels(partitions, e["fan_in"]),
+            "folders_per_unit": e["fan_in"], "rounds_measured": run["rounds"], "cpu_core_hours": cpu_s / 3600,
+            "node_hours": cpu_s / 3600 / e["cores_per_node"], "scratch_tb": scratch / 1e12,
+            "unit_peak_rss_mb": run["unit_peak_rss_mb"]}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--docs", default="1000000,10000000")
@@ -362,7 +383,12 @@ def main() -> int:
         print(f"unit peak RSS {runs[-1]['docs']:,} / {runs[-2]['docs']:,} documents: {growth:.2f}x "
               f"(goal <= {GOALS['rss_growth']}x; at most {GOALS['unit_peak_rss_mb']:,} MB)")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"goals": GOALS, "runs": runs}, indent=1))
+    plan = english_plan(runs[-1])
+    print(f"English ({plan['docs']:.0e} documents) at these costs: {plan['documents_units']:,} documents units, "
+          f"{plan['partitions']:,} partitions, keys merge levels {plan['keys_merge_levels']}, "
+          f"{plan['cpu_core_hours']:,.0f} core-hours ({plan['node_hours']:,.0f} node-hours of 288 cores), "
+          f"{plan['scratch_tb']:,.0f} TB of scratch")
+    args.json.write_text(json.dumps({"goals": GOALS, "runs": runs, "english": plan}, indent=1))
     return 0
 
 

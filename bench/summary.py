@@ -4,7 +4,7 @@
     .venv/bin/python bench/summary.py [--no-run] [--only ingest,shards] [--data ../shared/data] [--setup-reference]
         [--record MACHINE [--command "how a --no-run result was made"]]
 
-Runs bench/{ingest,ingest_scale,dedup,langid,tokenizer,shards,dataloader_scale,train}_bench.py one after the other
+Runs bench/{ingest,ingest_scale,dedup,langid,tokenizer,shards,dataloader_scale,train,...}_bench.py one after the other
 (each writes its figures to bench/results/<name>.json, removed first so nothing stale is shown), then prints the
 table. `--no-run` only reads the results the scripts last wrote. A benchmark whose data is absent (../shared/data is
 not part of a clone) says so and is listed as skipped under the table; one that fails is listed with its exit code.
@@ -341,10 +341,41 @@ def dedup_rounds_rows(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def dedup_scale_rows(r: dict[str, Any]) -> list[Row]:
+    """The largest N through every dedup step: unit memory and folders against issue 41's bars, its growth and
+    CPU over the 10x smaller N, the drops against the planted truth, and Dask's drops against the processes'."""
+    runs = sorted(r["runs"], key=lambda x: x["docs"])
+    if not runs:
+        return []
+    top, goals = runs[-1], r["goals"]
+    where = f"{top['docs']:,} documents, {top['partitions']} partitions"
+    rows = [Row("dedup", f"all steps: largest unit's peak RSS MB ({where})", top["unit_peak_rss_mb"],
+                goals["unit_peak_rss_mb"], "goal (issue 41)", ",.0f", "lower"),
+            Row("dedup", f"all steps: folders a unit opened ({where})", top["files_opened_per_unit"],
+                2 * top["fan_in"], "2 x fan_in: a gather unit's exact + near drops folders", ",d", "lower"),
+            Row("dedup", f"all steps: recall of the planted near duplicates ({where})", top["recall"], 1.0,
+                "planted components", ".4f"),
+            Row("dedup", f"all steps: precision ({where})", top["precision"], 1.0, "planted components", ".4f")]
+    tenth = [x for x in runs if x["docs"] * 10 == top["docs"]]
+    if tenth:
+        rows += [Row("dedup", f"all steps: unit peak RSS, {top['docs']:,} / {tenth[0]['docs']:,} documents",
+                     top["unit_peak_rss_mb"] / tenth[0]["unit_peak_rss_mb"], goals["rss_growth"], "goal (issue 41)",
+                     ".2f", "lower"),
+                 Row("dedup", f"all steps: CPU s per 10^6 documents ({where})", top["cpu_s_per_million_docs"],
+                     tenth[0]["cpu_s_per_million_docs"], f"the same at {tenth[0]['docs']:,} (linear scaling)", ",.1f",
+                     "lower")]
+    for x in runs:
+        if "dask" in x:
+            rows.append(Row("dedup", f"all steps on Dask: the same drop bytes ({x['docs']:,} documents)",
+                            float(x["dask"]["same_drops"]), 1.0, "the process pool's run", ".0f"))
+    return rows
+
+
 BENCHMARKS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "ingest": ingest_rows, "ingest_scale": ingest_scale_rows, "dedup": dedup_rows, "langid": langid_rows,
     "tokenizer": tokenizer_rows, "shards": shards_rows, "dataloader_scale": dataloader_scale_rows, "train": train_rows,
     "orchestration_scale": orchestration_scale_rows, "dedup_rounds": dedup_rounds_rows,
+    "dedup_scale": dedup_scale_rows,
 }
 
 
