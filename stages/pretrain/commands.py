@@ -95,8 +95,32 @@ def cmd_plan(args) -> int:
     report = plan(settings, getattr(tokenizer, "vocab_size", None), hardware=hardware,
                   tokens_per_s_per_gpu=args.tokens_per_s or EUROPA_TOKENS_PER_S_PER_GPU)
     report.warnings += [n for n in notes if n not in report.warnings]
-    print(report.to_json() if args.json else report.text())
+    evaluation = _evaluation_memory(config, settings, getattr(tokenizer, "vocab_size", None), hardware)
+    if args.json:
+        import json
+        from dataclasses import asdict
+
+        d = report.to_dict()
+        if evaluation is not None:
+            d["evaluation_job"] = {**asdict(evaluation), "total_gib": evaluation.total_gib, "fits": evaluation.fits}
+        print(json.dumps(d, indent=2))
+    else:
+        print(report.text() + (f"\n{evaluation.line()}" if evaluation is not None else ""))
     return 0
+
+
+def _evaluation_memory(config, settings, vocab_size: int | None, hardware):
+    """The [evaluate.job]'s memory per GPU when it is distributed (the planner's estimate), else None."""
+    from stages.pretrain.planner.evaluation import evaluation_memory, job_ranks
+    from stages.pretrain.planner.shape import model_shape
+
+    ev = config.stages.get("evaluate")
+    if ev is None or ev.job.launcher == "local":
+        return None
+    return evaluation_memory(model_shape(settings.flavor, vocab_size),
+                             ranks=job_ranks(ev.job, settings.parallelism.processes_per_node),
+                             expert_parallel=ev.job.expert_parallel, precision=ev.job.precision,
+                             batch_size=ev.batch_size, seq_len=ev.seq_len or settings.seq_len, hardware=hardware)
 
 
 def _search(args, settings, vocab_size: int | None, hardware) -> int:
