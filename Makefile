@@ -18,8 +18,9 @@ demo: $(STAMP) $(UDHR)
 # Two pytest workers (pytest-xdist): many tests wait on servers, Slurm daemons and subprocesses, so one core idles
 # in a serial run (docs/benchmarks.md has the timings). TEST_WORKERS=0 runs them in one process.
 TEST_WORKERS ?= 2
+# --durations: the slowest tests at the end of every run, to keep the suite inside CI's ~15 minutes
 test: $(STAMP) $(UDHR)
-	$(PY) -m pytest -q -n $(TEST_WORKERS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=25
 
 install: $(STAMP)
 
