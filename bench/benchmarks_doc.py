@@ -70,8 +70,10 @@ SECTIONS: dict[str, tuple[str, str]] = {
         "real steps after the documents: signatures, the keys merge, exact + buckets per band partition, the "
         "components rounds with their merges, the labels and the drops gather, each unit in a fresh process on 2 "
         "workers. Recall and precision compare the near drops and their representatives with the planted "
-        "components. Goals (issue 41): every unit <= 2 GB and within 1.3x of the 10x smaller run, no unit "
-        "opening more folders than fan_in.")),
+        "components. Goals (issue 41): every unit <= 2 GB and within 1.3x of the 10x smaller run (at 10^6 "
+        "documents, 2 partitions each see every duplicate; from 16 partitions on, 16 bands spread them), no unit "
+        "opening more than fan_in folders of one kind (a gather unit opens fan_in exact and fan_in near drops "
+        "folders). 10^8 documents need ~330 GB of scratch, more than this machine's disk.")),
     MANUAL: ("Measurements by hand", (
         "Figures measured without a bench script: old and new code alternating in one process, profiles, timings "
         "of the tests. Each record's command says how.")),
