@@ -6,8 +6,8 @@ word n-grams (lowercased, split on whitespace, the n = 13 of GPT-3's and the Lla
 evaluated text counts as contaminated when any of its n-grams occurs in a training document of the language.
 Texts shorter than n words cannot match and are counted apart. The training split is read back by decoding its
 shards (the tokenizer round-trips exactly, which the shards stage checks), one document at a time: memory is
-the evaluation n-grams, time is one pass over the training tokens. Downstream tasks (lm-eval data) are not
-checked yet.
+the evaluation n-grams, time is one pass over the training tokens. Downstream tasks are checked the same way,
+as sets named `task:<name>`: each example as the model reads it, its prompt and its choices (tasks.task_texts).
 """
 
 from __future__ import annotations

@@ -59,6 +59,7 @@ class EvaluateRecord(Record):
     language_gap: dict[str, LanguageGapRecord] | None = Field(
         None, description="Per set and task, the best and the worst language at the latest step and the gap between them.")
     contamination: dict[str, dict[str, SetContamination]] | None = Field(
-        None, description="Per set and language, evaluated texts that share a word 13-gram with the training split "
-        "(stages/evaluate/contamination.py); absent in records written before it.")
+        None, description="Per set (and per downstream task, as `task:<name>`) and language, evaluated texts that "
+        "share a word 13-gram with the training split (stages/evaluate/contamination.py); absent in records written "
+        "before it.")
     contamination_method: str | None = None

@@ -137,6 +137,11 @@ def _contamination(ctx: StageContext[EvaluateConfig], out_dir: Path) -> dict[str
     eos = sp.eos_id()
     texts = {name: {lang: [sp.decode([int(t) for t in d if t != eos]) for d in et.docs] for lang, et in found.items()}
              for name, (found, _) in sets.items()}
+    if ctx.settings.tasks:
+        from stages.evaluate.tasks import task_texts
+
+        texts.update({f"task:{name}": by_lang for name, by_lang in
+                      task_texts(ctx.settings.tasks, list(ctx.config.run.languages)).items()})
     progress.note("evaluate", "contamination: the evaluated texts against the training split (word 13-grams)")
     result = check(ctx.upstream_dir("shards"), texts, sp)
     report = out_dir / "report.md"

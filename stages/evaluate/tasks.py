@@ -130,20 +130,10 @@ def check_tasks(tasks: list[EvalTaskConfig], languages: list[str]) -> None:
                                  f"the run (e.g. {example}); check the name with `lm-eval ls tasks`, or add include_path")
 
 
-def run_tasks(hf_dir: Path, tasks: list[EvalTaskConfig], languages: list[str], *, device: str,
-              batch_size: int) -> TaskResults:
-    with offline():
-        return _run_tasks(hf_dir, tasks, languages, device=device, batch_size=batch_size)
-
-
-def _run_tasks(hf_dir: Path, tasks: list[EvalTaskConfig], languages: list[str], *, device: str,
-               batch_size: int) -> TaskResults:
-    logging.getLogger("lm_eval").setLevel(logging.WARNING)
-    from lm_eval import simple_evaluate
-    from lm_eval.models.huggingface import HFLM
-
-    out = TaskResults()
-
+def _load_tasks(tasks: list[EvalTaskConfig], languages: list[str],
+                out: TaskResults) -> list[tuple[EvalTaskConfig, dict[str, Any], Any]]:
+    """Per task config: (it, {lang: lm-eval task object}, its task manager); what cannot load goes to `out`'s
+    missing languages with the reason."""
     loaded: list[tuple[EvalTaskConfig, dict[str, Any], Any]] = []
     for cfg in tasks:
         names = {lang: expand_template(cfg.task, lang) for lang in languages}
@@ -166,6 +156,45 @@ def _run_tasks(hf_dir: Path, tasks: list[EvalTaskConfig], languages: list[str], 
                 out.missing.setdefault(cfg.name, []).append(lang)
                 out.reasons.setdefault(cfg.name, {})[lang] = f"{name}: {why}"
         loaded.append((cfg, by_lang, tm))
+    return loaded
+
+
+def task_texts(tasks: list[EvalTaskConfig], languages: list[str]) -> dict[str, dict[str, list[str]]]:
+    """{task name: {lang: texts}}: each evaluated example as the model reads it (the prompt, then each choice or
+    the target), for the contamination check. Built tasks (build = "validation") are the held-out split, which
+    is checked as such; a task that cannot load has no texts (its evaluation reports why)."""
+    out: dict[str, dict[str, list[str]]] = {}
+    with offline():
+        logging.getLogger("lm_eval").setLevel(logging.WARNING)
+        for cfg, by_lang, _ in _load_tasks([t for t in tasks if not t.build], languages, TaskResults()):
+            for lang, task in by_lang.items():
+                texts = []
+                for doc in task.eval_docs:
+                    prompt = task.doc_to_text(doc)
+                    if task.OUTPUT_TYPE == "multiple_choice":
+                        rest = task.doc_to_choice(doc)
+                    else:
+                        rest = [task.doc_to_target(doc)]
+                    texts.append(" ".join(str(x) for x in [prompt, *rest] if isinstance(x, str) and x))
+                out.setdefault(cfg.name, {})[lang] = texts
+    return out
+
+
+def run_tasks(hf_dir: Path, tasks: list[EvalTaskConfig], languages: list[str], *, device: str,
+              batch_size: int) -> TaskResults:
+    with offline():
+        return _run_tasks(hf_dir, tasks, languages, device=device, batch_size=batch_size)
+
+
+def _run_tasks(hf_dir: Path, tasks: list[EvalTaskConfig], languages: list[str], *, device: str,
+               batch_size: int) -> TaskResults:
+    logging.getLogger("lm_eval").setLevel(logging.WARNING)
+    from lm_eval import simple_evaluate
+    from lm_eval.models.huggingface import HFLM
+
+    out = TaskResults()
+
+    loaded = _load_tasks(tasks, languages, out)
     if not any(by_lang for _, by_lang, _ in loaded):
         return out
     lm = HFLM(pretrained=str(hf_dir), device=device, dtype="float32", batch_size=batch_size, add_bos_token=True,

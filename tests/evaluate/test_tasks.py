@@ -152,3 +152,30 @@ limit = 2
     assert m["tasks_missing"]["belebele"] == ["ga"] and m["tasks_missing"]["multiblimp"] == ["mt"]
     report = (run_dir / "eval" / "report.md").read_text()
     assert "belebele: ga" in report and "multiblimp: mt" in report
+
+
+def test_a_task_passage_taken_from_the_training_split_is_found(trained_run, tmp_path):
+    """Task data is checked like the sets: a belebele passage that is 20 words of a German training document
+    makes each German example contaminated; the French passage, made up, none."""
+    import sentencepiece as spm
+
+    from europa_model.data.streams import open_shards
+    from stages.evaluate.config import EvalTaskConfig
+    from stages.evaluate.contamination import check
+    from stages.evaluate.tasks import task_texts
+    from tests.evaluate import task_data
+
+    _, run_dir = trained_run
+    sp = spm.SentencePieceProcessor(model_file=str(run_dir / "tokenizer" / "tokenizer.model"))
+    _, by_lang = open_shards(run_dir / "shards", "train", ["de"])
+    words = next(t.split() for shard in by_lang["de"] for t in (sp.decode(shard.doc(i).tolist()[:-1])
+                                                                 for i in range(len(shard))) if len(t.split()) >= 40)
+    planted, clean = " ".join(words[10:30]), " ".join(f"mot{i}" for i in range(20))
+    bb = task_data.belebele(tmp_path / "belebele", ["de", "fr"], {"de": planted, "fr": clean}, n=2)
+    tasks = [EvalTaskConfig(name="belebele", task="belebele_{flores}", dataset_path=str(bb))]
+    texts = task_texts(tasks, ["de", "fr"])
+    assert [len(texts["belebele"][lang]) for lang in ("de", "fr")] == [2, 2]
+    assert planted in texts["belebele"]["de"][0] and "1?" in texts["belebele"]["de"][1]  # passage, question, choices
+    found = check(run_dir / "shards", {"task:belebele": texts["belebele"]}, sp)["task:belebele"]
+    assert (found["de"].texts, found["de"].contaminated) == (2, 2) and found["de"].training_documents >= 1
+    assert (found["fr"].texts, found["fr"].contaminated) == (2, 0)
