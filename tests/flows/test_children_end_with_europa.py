@@ -43,9 +43,10 @@ def test_a_second_trainer_is_refused_while_one_holds_the_job_folder(tmp_path):
         pass
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143)])
 def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path, sig, code):
-    """A scheduler's SIGTERM used to end `europa` with no message and a stage "failed TerminationSignal"."""
+    """A scheduler's SIGTERM used to end `europa` with no message and a stage "failed TerminationSignal".
+    (Ctrl-C itself, SIGINT to the process group, is tests/slurm/test_launcher.py's; SIGINT here took ~35 s of CI.)"""
     log, run_dir = tmp_path / "log", tmp_path / "run"
     cfg = write_config(tmp_path, log)
     proc = europa(["run", "--config", str(cfg), "--run-dir", str(run_dir), "--to", "ingest"],
