@@ -148,6 +148,13 @@ def _load_tasks(tasks: list[EvalTaskConfig], languages: list[str],
                 out.missing.setdefault(cfg.name, []).append(lang)
                 out.reasons.setdefault(cfg.name, {})[lang] = f"lm-eval has no task {name}"
                 continue
+            kind = getattr(getattr(tm._index.get(name), "kind", None), "name", "TASK")  # the index's entry
+            if kind in ("GROUP", "TAG"):  # loading one would give its first subtask's score under its name
+                out.missing.setdefault(cfg.name, []).append(lang)
+                out.reasons.setdefault(cfg.name, {})[lang] = (
+                    f"{name} is an lm-eval {kind.lower()} of several tasks, which the evaluator does not score as "
+                    "one task yet: name one of its tasks")
+                continue
             spec: Any = with_dataset_path(tm, name, cfg.dataset_path) if cfg.dataset_path else name
             try:
                 by_lang[lang] = next(iter(tm.load(spec)["tasks"].values()))

@@ -179,3 +179,22 @@ def test_a_task_passage_taken_from_the_training_split_is_found(trained_run, tmp_
     found = check(run_dir / "shards", {"task:belebele": texts["belebele"]}, sp)["task:belebele"]
     assert (found["de"].texts, found["de"].contaminated) == (2, 2) and found["de"].training_documents >= 1
     assert (found["fr"].texts, found["fr"].contaminated) == (2, 0)
+
+
+def test_an_lm_eval_group_is_listed_as_missing_not_scored_by_its_first_subtask():
+    """Global-MMLU's per-language names are groups of subject tasks: loading one gave its first subtask."""
+    from pathlib import Path
+
+    import lm_eval.tasks
+
+    from stages.evaluate.config import EvalTaskConfig
+    from stages.evaluate.tasks import TaskResults, _load_tasks, offline
+
+    folder = Path(lm_eval.tasks.__file__).parent / "global_mmlu" / "full" / "de"
+    out = TaskResults()
+    with offline():
+        loaded = _load_tasks([EvalTaskConfig(name="gmmlu", task="global_mmlu_full_{lang}", include_path=str(folder))],
+                             ["de", "fr"], out)
+    assert loaded[0][1] == {} and sorted(out.missing["gmmlu"]) == ["de", "fr"]
+    assert "is an lm-eval group of several tasks" in out.reasons["gmmlu"]["de"]
+    assert out.reasons["gmmlu"]["fr"] == "lm-eval has no task global_mmlu_full_fr"  # not in that folder
