@@ -319,36 +319,47 @@ def orchestration_scale_rows(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def _largest_and_tenth(r: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str]:
+    """(the largest N's run, the 10x smaller N's run or None, "N documents, P partitions") of a scale bench."""
+    runs = sorted(r["runs"], key=lambda x: x["docs"])
+    if not runs:
+        return None, None, ""
+    top = runs[-1]
+    tenth = next((x for x in runs if x["docs"] * 10 == top["docs"]), None)
+    return top, tenth, f"{top['docs']:,} documents, {top['partitions']} partitions"
+
+
+def _unit_rss_growth_row(what: str, top: dict[str, Any], tenth: dict[str, Any], goals: dict[str, Any]) -> Row:
+    return Row("dedup", f"{what}: unit peak RSS, {top['docs']:,} / {tenth['docs']:,} documents",
+               top["unit_peak_rss_mb"] / tenth["unit_peak_rss_mb"], goals["rss_growth"], "goal (issue 41)", ".2f",
+               "lower")
+
+
 def dedup_rounds_rows(r: dict[str, Any]) -> list[Row]:
     """The largest N's unit memory against issue 41's bar, its growth over the 10x smaller N, and the labels'
     agreement with single-process connected components."""
-    runs = sorted(r["runs"], key=lambda x: x["docs"])
-    if not runs:
+    top, tenth, where = _largest_and_tenth(r)
+    if top is None:
         return []
-    top, goals = runs[-1], r["goals"]
-    where = f"{top['docs']:,} documents, {top['partitions']} partitions"
+    goals = r["goals"]
     rows = [Row("dedup", f"components rounds: largest unit's peak RSS MB ({where})", top["unit_peak_rss_mb"],
                 goals["unit_peak_rss_mb"], "goal (issue 41)", ",.0f", "lower"),
             Row("dedup", f"components rounds: recall of union-find's drops ({where})", top["recall"], 1.0,
                 "single-process components, same pairs", ".4f"),
             Row("dedup", f"components rounds: precision ({where})", top["precision"], 1.0,
                 "single-process components, same pairs", ".4f")]
-    tenth = [x for x in runs if x["docs"] * 10 == top["docs"]]
     if tenth:
-        rows.append(Row("dedup", f"components rounds: unit peak RSS, {top['docs']:,} / {tenth[0]['docs']:,} documents",
-                        top["unit_peak_rss_mb"] / tenth[0]["unit_peak_rss_mb"], goals["rss_growth"], "goal (issue 41)",
-                        ".2f", "lower"))
+        rows.append(_unit_rss_growth_row("components rounds", top, tenth, goals))
     return rows
 
 
 def dedup_scale_rows(r: dict[str, Any]) -> list[Row]:
     """The largest N through every dedup step: unit memory and folders against issue 41's bars, its growth and
     CPU over the 10x smaller N, the drops against the planted truth, and Dask's drops against the processes'."""
-    runs = sorted(r["runs"], key=lambda x: x["docs"])
-    if not runs:
+    top, tenth, where = _largest_and_tenth(r)
+    if top is None:
         return []
-    top, goals = runs[-1], r["goals"]
-    where = f"{top['docs']:,} documents, {top['partitions']} partitions"
+    goals = r["goals"]
     rows = [Row("dedup", f"all steps: largest unit's peak RSS MB ({where})", top["unit_peak_rss_mb"],
                 goals["unit_peak_rss_mb"], "goal (issue 41)", ",.0f", "lower"),
             Row("dedup", f"all steps: folders a unit opened ({where})", top["files_opened_per_unit"],
@@ -356,15 +367,12 @@ def dedup_scale_rows(r: dict[str, Any]) -> list[Row]:
             Row("dedup", f"all steps: recall of the planted near duplicates ({where})", top["recall"], 1.0,
                 "planted components", ".4f"),
             Row("dedup", f"all steps: precision ({where})", top["precision"], 1.0, "planted components", ".4f")]
-    tenth = [x for x in runs if x["docs"] * 10 == top["docs"]]
     if tenth:
-        rows += [Row("dedup", f"all steps: unit peak RSS, {top['docs']:,} / {tenth[0]['docs']:,} documents",
-                     top["unit_peak_rss_mb"] / tenth[0]["unit_peak_rss_mb"], goals["rss_growth"], "goal (issue 41)",
-                     ".2f", "lower"),
+        rows += [_unit_rss_growth_row("all steps", top, tenth, goals),
                  Row("dedup", f"all steps: CPU s per 10^6 documents ({where})", top["cpu_s_per_million_docs"],
-                     tenth[0]["cpu_s_per_million_docs"], f"the same at {tenth[0]['docs']:,} (linear scaling)", ",.1f",
+                     tenth["cpu_s_per_million_docs"], f"the same at {tenth['docs']:,} (linear scaling)", ",.1f",
                      "lower")]
-    for x in runs:
+    for x in r["runs"]:
         if "dask" in x:
             rows.append(Row("dedup", f"all steps on Dask: the same drop bytes ({x['docs']:,} documents)",
                             float(x["dask"]["same_drops"]), 1.0, "the process pool's run", ".0f"))

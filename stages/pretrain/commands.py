@@ -144,13 +144,8 @@ def _search(args, settings, vocab_size: int | None, hardware) -> int:
         print(json.dumps({"estimate": True, "considered": result.considered, "feasible": len(result.ranked),
                           "tight": result.tight, "too_large": result.too_large,
                           "configured_rank": result.rank_of_configured(),
-                          "layouts": [{"layout": c.describe(), "tokens_per_s_per_gpu": vars(c.tokens_per_s),
-                                       "memory_gib": c.memory_gib, "bottleneck": c.bottleneck}
-                                      for c in result.ranked[:args.top]],
-                          "configured": {"layout": result.configured.describe(),
-                                         "tokens_per_s_per_gpu": vars(result.configured.tokens_per_s),
-                                         "memory_gib": result.configured.memory_gib,
-                                         "verdict": result.configured.verdict}}, indent=2))
+                          "layouts": [c.to_dict() for c in result.ranked[:args.top]],
+                          "configured": result.configured.to_dict()}, indent=2))
     else:
         target = args.tokens_per_s or EUROPA_TOKENS_PER_S_PER_GPU
         print(format_search(result, args.top))

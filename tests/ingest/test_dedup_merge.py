@@ -258,3 +258,15 @@ def test_rounds_above_fan_in_read_merged_folders_and_publish_the_same(tmp_path, 
     got, ref = manifest(run_dir)["statistics"], manifest(rounds_unmerged)["statistics"]
     assert got["dedup_clusters"] == ref["dedup_clusters"] and all(got["dedup_clusters"][g]["in_rounds"] for g in LANGS)
     assert got["dedup_merges"] == {lang: {"keys": [], "rounds": [3, 2], "drops": [3, 2]} for lang in LANGS}
+
+
+def test_a_records_file_shorter_than_its_index_is_one_error_naming_it(tmp_path):
+    from stages.ingest.dedup.components import EDGE_RECORD
+
+    path = tmp_path / "edges.bin"
+    np.zeros(3, EDGE_RECORD).tofile(path)
+    with open(path, "rb") as f:
+        got = files.read_records(f, EDGE_RECORD, 5, 2, path)
+        assert [len(r) for r in (next(got), next(got))] == [2, 1]
+        with pytest.raises(ValueError, match=f"{path} is shorter than its index says: rerun the step that wrote it"):
+            next(got)

@@ -261,14 +261,18 @@ def iter_partition(unit: Path, name: str, index_name: str, dtype: np.dtype, part
     with open(Path(unit) / name, "rb") as f:
         for first, count in spans[spans[:, 1] > 0]:
             f.seek(int(first) * dtype.itemsize)
-            left = int(count)
-            while left:
-                rec = np.fromfile(f, dtype=dtype, count=min(left, chunk or left))
-                if not len(rec):
-                    raise ValueError(f"{Path(unit) / name} is shorter than its index says: rerun the step that "
-                                     "wrote it")
-                left -= len(rec)
-                yield rec
+            yield from read_records(f, dtype, int(count), chunk or int(count), Path(unit) / name)
+
+
+def read_records(f, dtype: np.dtype, total: int, chunk: int, path: Path) -> Iterator[np.ndarray]:
+    """`total` records of `dtype` from `f`'s position, at most `chunk` at a time; a short file is an error
+    naming `path`."""
+    while total:
+        rec = np.fromfile(f, dtype=dtype, count=min(chunk, total))
+        if not len(rec):
+            raise ValueError(f"{path} is shorter than its index says: rerun the step that wrote it")
+        total -= len(rec)
+        yield rec
 
 
 def read_partition(unit: Path, name: str, index_name: str, dtype: np.dtype, partition: int) -> np.ndarray:

@@ -88,16 +88,6 @@ def partition_ranges(rows: np.ndarray, buffer_rows: int) -> Iterator[tuple[int, 
         p = q
 
 
-def _read_records(fh, dtype: np.dtype, total: int, chunk: int, path: Path) -> Iterator[np.ndarray]:
-    """`total` records from `fh`'s position, `chunk` at a time."""
-    while total:
-        rec = np.fromfile(fh, dtype=dtype, count=min(chunk, total))
-        if not len(rec):
-            raise ValueError(f"{path} is shorter than its index says: rerun the step that wrote it")
-        total -= len(rec)
-        yield rec
-
-
 def merge_records(inputs: list[Path], name: str, index_name: str, dtype: np.dtype, partitions: int, out_dir: Path,
                   buffer_rows: int, *, ordinal_base: np.ndarray | None = None) -> int:
     """Merge files.PartitionedWriter files (`name` + `index_name` in each input folder) into one in `out_dir`
@@ -127,7 +117,8 @@ def merge_records(inputs: list[Path], name: str, index_name: str, dtype: np.dtyp
                     if not total:
                         continue
                     fh.seek(int(spans[0, flush, 0]) * dtype.itemsize)  # a flush holds p0..p1-1 in one run
-                    for rec in _read_records(fh, dtype, total, buffer_rows if single else total, folders[i] / name):
+                    chunk = buffer_rows if single else total
+                    for rec in files.read_records(fh, dtype, total, chunk, folders[i] / name):
                         if ordinal_base is not None:
                             rec["ordinal"] += np.uint32(ordinal_base[i])
                         if single:

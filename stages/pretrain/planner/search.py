@@ -54,6 +54,10 @@ class Candidate:
     def feasible(self) -> bool:
         return self.verdict == "fits"
 
+    def to_dict(self) -> dict:
+        return {"layout": self.describe(), "tokens_per_s_per_gpu": vars(self.tokens_per_s),
+                "memory_gib": self.memory_gib, "verdict": self.verdict, "bottleneck": self.bottleneck}
+
     def describe(self) -> str:
         s = self.settings
         p, moe = s.parallelism, s.moe
