@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import psutil
-import pytest
 
 from pipeline.config import REPO_ROOT
 from pipeline.executor import execute_stage
@@ -127,10 +126,10 @@ def test_a_run_whose_temporary_server_dies_stops_in_one_line_and_resumes(tmp_pat
     assert RunDir(run_dir).manifest("ingest").output_digest == reference_digest(tmp_path)
 
 
-@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
-def test_a_run_whose_server_stops_answering_stops_in_one_line_and_resumes(tmp_path, prefect_server_factory,
-                                                                           request, database):
-    url = request.getfixturevalue("postgres").url if database == "postgresql" else None
+def test_a_run_whose_server_stops_answering_stops_in_one_line_and_resumes(tmp_path, prefect_server_factory, postgres):
+    """PostgreSQL, as a cluster's server has it; the client's timeout does not depend on the database (an
+    SQLite-backed variant took another minute of CI and found nothing this one does not)."""
+    url = postgres.url
     server = prefect_server_factory(url)
     log, run_dir = tmp_path / "log", tmp_path / "run"
     cfg = write_config(tmp_path, log)
