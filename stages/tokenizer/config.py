@@ -34,17 +34,31 @@ class BalanceConfig(StrictModel):
     and keeps the round with the lowest worst parity. Parity is relative to English, so English, the cheapest
     language, gives up the most text: its own fertility rises (the report shows it). Tune on a dev split
     (e.g. flores200/dev as parallel_path) and judge on another.
+
+    "parity-merges" (BPE only) keeps SentencePiece's sample, characters and settings but learns the merges itself
+    (stages/tokenizer/parity_bpe.py): while the worst language's parity on the report text is above
+    `target_parity`, the next merge is that language's most frequent pair. "parity-weights+merges" does both,
+    the merges on the kept round's sample. Pure Python: minutes for a sample of a few million characters.
     """
 
-    method: Literal["none", "parity-weights"] = "none"
+    method: Literal["none", "parity-weights", "parity-merges", "parity-weights+merges"] = "none"
     weights: dict[str, float] = Field(
         default_factory=dict,
         description="Multipliers on the policy's per-language characters before any round, e.g. {el = 1.5}; languages "
         "not named keep 1. Applied with every method.")
-    target_parity: float = Field(1.15, gt=1.0, description="parity-weights: stop once the worst language's parity is at most this.")
+    target_parity: float = Field(1.15, gt=1.0, description="parity-weights: stop once the worst language's parity is at most "
+                                 "this; parity-merges: choose merges for the worst language while it is above this.")
     max_rounds: int = Field(6, ge=1, le=20, description="parity-weights: at most this many retrainings.")
     strength: float = Field(2.0, gt=0, le=8, description="parity-weights: exponent on parity / mean parity per round.")
     min_improvement: float = Field(0.005, ge=0, description="parity-weights: stop when the worst parity improves by less.")
+
+    @property
+    def weights_rounds(self) -> bool:
+        return self.method in ("parity-weights", "parity-weights+merges")
+
+    @property
+    def parity_merges(self) -> bool:
+        return self.method in ("parity-merges", "parity-weights+merges")
 
     @field_validator("weights")
     @classmethod
@@ -95,4 +109,7 @@ class TokenizerConfig(StrictModel):
     def _one_parallel(self) -> TokenizerConfig:
         if self.report.parallel_source and self.report.parallel_path:
             raise ValueError("report: set parallel_source or parallel_path, not both")
+        if self.balance.parity_merges and self.model_type != "bpe":
+            raise ValueError(f"balance.method = {self.balance.method!r} learns BPE merges; set model_type = \"bpe\" or "
+                             "method = \"parity-weights\"")
         return self

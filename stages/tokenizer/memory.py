@@ -33,6 +33,9 @@ class MemoryModel:
 MODELS: dict[str, MemoryModel] = {
     "bpe": MemoryModel(base_bytes=200e6, bytes_per_char=16.0, bytes_per_piece=600.0),
     "unigram": MemoryModel(base_bytes=200e6, bytes_per_char=24.0, bytes_per_piece=600.0),
+    # stages/tokenizer/parity_bpe.py (pure Python, every distinct segment and pair of the whole sample): one
+    # point, the bench's 6.5M-character, 32k sample, rounded up; it reads the whole sample, not a subset
+    "parity-merges": MemoryModel(base_bytes=200e6, bytes_per_char=180.0, bytes_per_piece=600.0),
 }
 
 

@@ -30,14 +30,23 @@ class BalanceRound(Record):
     parity_gini: float | None
 
 
+class ParityMerges(Record):
+    merges: int = Field(description="Merges learned (as many as SentencePiece's model on the same sample had).")
+    target_parity: float = Field(description="Merges were chosen for the worst language while its parity was above this.")
+    chosen_for: dict[str, int] = Field(description="Per language: merges chosen for it as the most expensive language; the rest are classic BPE.")
+    sentencepiece_max_parity: float | None = Field(description="The worst parity of SentencePiece's own merges on the same sample.")
+    seconds: float = Field(description="Time to learn the merges (stages/tokenizer/parity_bpe.py).")
+
+
 class Balance(Record):
-    method: str = Field(description="[tokenizer.balance].method: none or parity-weights.")
+    method: str = Field(description="[tokenizer.balance].method: none, parity-weights, parity-merges or parity-weights+merges.")
     weights: dict[str, float] = Field(description="[tokenizer.balance].weights applied to the policy's plan.")
     target_parity: float | None = Field(description="parity-weights: the worst parity it stops at.")
     strength: float | None
     rounds: list[BalanceRound] = Field(description="Every tokenizer trained, round 0 first (only parallel report text gives parity).")
     chosen_round: int = Field(description="The round whose tokenizer was kept: the lowest worst parity.")
     stopped: str = Field(description="Why the rounds ended: target met, no improvement, max_rounds, or method none.")
+    merges: ParityMerges | None = Field(None, description="parity-merges: how the kept model's merges were chosen.")
 
 
 class Sample(Record):

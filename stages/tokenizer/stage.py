@@ -17,7 +17,7 @@ from pipeline.manifest import Manifest
 from pipeline.stage import (InputError, Payload, StageContext, StageError, StageOutcome, Step, StepResults, Unit, UnitResult,
                             UnitStage)
 from stages.tokenizer.config import TokenizerConfig
-from stages.tokenizer.record import Balance, LanguageSample, Sample, TokenizerModel, TokenizerRecord
+from stages.tokenizer.record import Balance, LanguageSample, ParityMerges, Sample, TokenizerModel, TokenizerRecord
 from stages.tokenizer.sample import LanguageShare, WrittenSample, weighted_plan, write_language_sample
 
 Ctx = StageContext[TokenizerConfig]
@@ -78,8 +78,8 @@ class TokenizerStage(UnitStage[TokenizerConfig]):
             raise InputError(f"stage tokenizer: [tokenizer.balance].weights names {', '.join(unknown)}, not in [run].languages "
                              f"({', '.join(ctx.config.run.languages)}); remove {'it' if len(unknown) == 1 else 'them'} or add "
                              "the language to the run")
-        if cfg.balance.method == "parity-weights" and not (cfg.report.parallel_source or cfg.report.parallel_path):
-            raise InputError("stage tokenizer: [tokenizer.balance].method = \"parity-weights\" needs parallel report text to "
+        if cfg.balance.method != "none" and not (cfg.report.parallel_source or cfg.report.parallel_path):
+            raise InputError(f"stage tokenizer: [tokenizer.balance].method = \"{cfg.balance.method}\" needs parallel report text to "
                              "measure parity on; set [tokenizer.report].parallel_path (a FLORES dev split) or parallel_source")
 
     def plan(self, ctx: Ctx, step: Step[Any, Any], done: StepResults) -> list[Unit]:
@@ -118,7 +118,7 @@ class TokenizerStage(UnitStage[TokenizerConfig]):
         cfg = ctx.settings
         results = SAMPLES.results(done)
         texts, description, parallel, missing = self._evaluation_text(ctx, cfg)
-        samples = [ctx.unit_dir(SAMPLES.name, uid) / "sample.txt" for uid in sorted(results)]
+        samples = {results[uid].lang: ctx.unit_dir(SAMPLES.name, uid) / "sample.txt" for uid in sorted(results)}
         sample_stats = {r.lang: LanguageSample.model_validate(r.model_dump(include=set(LanguageSample.model_fields)))
                         for r in results.values()}
         model, sentences, metrics, sample_stats, balance = self._balance(ctx, cfg, samples, sample_stats, texts, parallel,
@@ -163,7 +163,7 @@ class TokenizerStage(UnitStage[TokenizerConfig]):
             summary["worst parity"] = f"{worst} {parities[worst]:.2f}"
         return StageOutcome(statistics=statistics, summary=summary)
 
-    def _balance(self, ctx: Ctx, cfg: TokenizerConfig, samples: list[Path], stats: dict[str, LanguageSample],
+    def _balance(self, ctx: Ctx, cfg: TokenizerConfig, samples: dict[str, Path], stats: dict[str, LanguageSample],
                  texts: dict[str, dict[str, str]], parallel: bool, out_dir: Path):
         """Train on the planned sample; with parity-weights retrain on re-weighted samples (stages/tokenizer/
         balance.py) and keep the best round's tokenizer in out_dir. Returns (model, input_sentence_size, metrics,
@@ -174,7 +174,7 @@ class TokenizerStage(UnitStage[TokenizerConfig]):
         from stages.tokenizer.report import measure
 
         bal = cfg.balance
-        iterate = bal.method == "parity-weights"
+        iterate = bal.weights_rounds
         available = {lang: s.available_chars for lang, s in stats.items()}
 
         def train(rnd: int, targets: dict[str, int]) -> Trained:
@@ -182,37 +182,72 @@ class TokenizerStage(UnitStage[TokenizerConfig]):
             folder.mkdir(parents=True, exist_ok=True)
             round_stats, round_samples = stats, samples
             if rnd:
-                round_stats, round_samples = {}, []
+                round_stats, round_samples = {}, {}
                 for lang in sorted(targets):
                     share = LanguageShare(lang, available[lang], targets[lang], targets[lang] / available[lang])
                     files = sorted((ctx.upstream_dir("ingest") / "data" / lang).glob("part-*.parquet"))
                     path = folder / f"{lang}.txt"
                     written = write_language_sample(files, share, ctx.config.run.seed + rnd, cfg.sample.max_line_chars, path)
                     round_stats[lang] = language_sample(share, written, path)
-                    round_samples.append(path)
-            model, sentences = self._train(ctx, cfg, round_samples, round_stats, folder)
-            return Trained(model, measure(model, texts, cfg.report.reference_language, parallel), (sentences, round_stats))
+                    round_samples[lang] = path
+            model, sentences = self._train(ctx, cfg, list(round_samples.values()), round_stats, folder)
+            return Trained(model, measure(model, texts, cfg.report.reference_language, parallel),
+                           (sentences, round_stats, round_samples))
 
         result = parity_weight_rounds({lang: s.target_chars for lang, s in stats.items()}, available,
                                       cfg.sample.budget_chars, cfg.sample.max_passes, bal, train, iterate,
                                       note=lambda msg: progress.note(self.name, msg))
         kept = result.kept
-        model = kept.model
-        if iterate:
+        model, metrics = kept.model, kept.metrics
+        sentences, kept_stats, kept_samples = kept.extra
+        merges = None
+        if bal.parity_merges:
+            model, metrics, merges = self._parity_merges(ctx, cfg, kept, kept_samples, texts, parallel)
+        if iterate or merges is not None:
             for suffix in (".model", ".vocab"):
-                shutil.copyfile(model.with_suffix(suffix), out_dir / f"tokenizer{suffix}")
+                if model.with_suffix(suffix).exists():
+                    shutil.copyfile(model.with_suffix(suffix), out_dir / f"tokenizer{suffix}")
             model = out_dir / "tokenizer.model"
-        sentences, kept_stats = kept.extra
         balance = Balance(method=bal.method, weights=dict(sorted(bal.weights.items())),
-                          target_parity=bal.target_parity if iterate else None, strength=bal.strength if iterate else None,
-                          rounds=result.rounds, chosen_round=result.chosen, stopped=result.stopped)
-        return model, sentences, kept.metrics, kept_stats, balance
+                          target_parity=bal.target_parity if bal.method != "none" else None,
+                          strength=bal.strength if iterate else None,
+                          rounds=result.rounds, chosen_round=result.chosen, stopped=result.stopped, merges=merges)
+        return model, sentences, metrics, kept_stats, balance
+
+    def _parity_merges(self, ctx: Ctx, cfg: TokenizerConfig, kept, samples: dict[str, Path], texts: dict[str, dict[str, str]],
+                       parallel: bool):
+        """Relearn the kept model's merges parity-aware on its own sample; (model, metrics, ParityMerges record)."""
+        from stages.tokenizer.parity_bpe import train_parity_bpe
+        from stages.tokenizer.report import fairness, measure
+
+        dev = {lang: [docs[k] for k in sorted(docs)] for lang, docs in texts.items()}
+        folder = ctx.work_dir / "parity-merges"
+        progress.note(self.name, f"learning parity-aware BPE merges (worst parity above {cfg.balance.target_parity}) "
+                                 f"on {len(samples)} languages")
+        try:
+            trained = train_parity_bpe(samples, dev, kept.model, folder / "tokenizer.model", cfg.balance.target_parity,
+                                       cfg.report.reference_language, note=lambda msg: progress.note(self.name, msg))
+        except ValueError as e:
+            raise StageError(f"stage tokenizer: [tokenizer.balance].method = \"{cfg.balance.method}\": {e}; give every "
+                             "language of the run parallel report text ([tokenizer.report])") from None
+        metrics = measure(trained.model, texts, cfg.report.reference_language, parallel)
+        record = ParityMerges(merges=trained.merges, target_parity=cfg.balance.target_parity, chosen_for=trained.chosen_for,
+                              sentencepiece_max_parity=fairness(kept.metrics).max_parity, seconds=trained.seconds)
+        return trained.model, metrics, record
 
     def _check_memory(self, cfg: TokenizerConfig, chars: int) -> None:
         """Refuse, before any text is read, a sample whose training would not fit the memory budget."""
         from stages.tokenizer.memory import GB, affordable_chars, estimate_peak_bytes
 
         need = estimate_peak_bytes(cfg.model_type, cfg.vocab_size, chars)
+        if cfg.balance.parity_merges:
+            merges_need = estimate_peak_bytes("parity-merges", cfg.vocab_size, chars)
+            if merges_need > cfg.memory_budget_gb * GB:
+                fit = affordable_chars("parity-merges", cfg.vocab_size, cfg.memory_budget_gb * GB)
+                raise StageError(f"stage tokenizer: parity-aware merges on the planned {chars:,}-character sample need about "
+                                 f"{merges_need / GB:,.1f} GB (stages/tokenizer/memory.py), more than [tokenizer].memory_budget_gb "
+                                 f"= {cfg.memory_budget_gb:g}; lower [tokenizer.sample].budget_chars to at most {fit:,}, raise "
+                                 "memory_budget_gb, or use method = \"parity-weights\"")
         if need <= cfg.memory_budget_gb * GB:
             return
         fit = affordable_chars(cfg.model_type, cfg.vocab_size, cfg.memory_budget_gb * GB)
