@@ -10,10 +10,11 @@ import pytest
 
 from pipeline.config import REPO_ROOT, load_config
 from stages.cluster.machine import JUPITER_BOOSTER
+from stages.pretrain.planner.calibration import fit, leave_one_out_table, published_errors, residual_band, scaled
 from stages.pretrain.planner.published import PUBLISHED_RUNS, calibration_table, mla_moe_dims
 from stages.pretrain.planner.routing import token_traffic
 from stages.pretrain.planner.shape import flavor_dims, model_shape
-from stages.pretrain.planner.throughput import BANDS, predict
+from stages.pretrain.planner.throughput import BANDS, EFFICIENCIES, predict
 from stages.pretrain.planner.workload import dims_from_shape, from_settings
 
 PRESET = REPO_ROOT / "configs" / "jupiter-1t.toml"
@@ -33,7 +34,7 @@ def test_published_runs_within_their_stated_error(case):
 def test_a_published_figure_changed_by_2x_fails_its_check(capsys):
     """The tolerances can fail: each case's figure halved or doubled falls outside its stated error, with the
     efficiencies as they are (a fitted case's efficiency would then be wrong by as much). Prints every case's
-    error; not leave-one-out: each fitted efficiency has one case, so refitting without it is not defined."""
+    error (leave-one-out is the test below)."""
     for case in PUBLISHED_RUNS:
         predicted = predict(case.workload, case.hardware).tokens_per_s.expected
         errors = {f: predicted / (case.measured_tokens_per_s * f) - 1 for f in (1.0, 0.5, 2.0)}
@@ -47,6 +48,37 @@ def test_a_published_figure_changed_by_2x_fails_its_check(capsys):
 def test_docs_show_the_current_calibration_table():
     docs = (REPO_ROOT / "docs" / "jupiter.md").read_text(encoding="utf-8")
     assert calibration_table() in docs, "docs/jupiter.md is stale: paste `python -m stages.pretrain.planner.published`"
+    assert leave_one_out_table() in docs, "docs/jupiter.md is stale: paste `python -m stages.pretrain.planner.calibration`"
+
+
+def _crosses_nodes(case) -> bool:
+    return case.workload.expert_parallel > case.workload.gpus_per_node
+
+
+def test_leave_one_out_errors_of_every_case(capsys):
+    """Each case predicted by the efficiencies fitted on the others. Printed; at least three cases run expert
+    parallelism across nodes, and no case is missed by more than the widest stated error."""
+    errors = published_errors()
+    for x in errors:
+        print(f"{x.key:<30} left out {x.left_out_error:+.1%} (in the fit {x.fitted_error:+.1%})")
+    assert len(capsys.readouterr().out.splitlines()) == len(PUBLISHED_RUNS)
+    assert sum(_crosses_nodes(c) for c in PUBLISHED_RUNS) >= 3
+    assert all(abs(x.left_out_error) <= 0.35 for x in errors), [(x.key, round(x.left_out_error, 3)) for x in errors]
+    lo, rms, hi = residual_band(errors)
+    assert lo < 0 < hi and rms > 0.05  # residuals, not zeros by construction
+
+
+@pytest.mark.parametrize("factor", [0.5, 2.0])
+def test_a_cross_node_figure_changed_by_2x_fails_leave_one_out(factor):
+    """A published figure halved or doubled is predicted, by the efficiencies the other cases give, outside the
+    widest stated error: the calibration can tell a wrong figure (the others' fit does not contain it)."""
+    for i, case in enumerate(PUBLISHED_RUNS):
+        if not _crosses_nodes(case):
+            continue
+        others = [c for j, c in enumerate(PUBLISHED_RUNS) if j != i]
+        factors = fit(others, sweeps=2)
+        predicted = predict(case.workload, case.hardware, scaled(EFFICIENCIES, factors)).tokens_per_s.expected
+        assert abs(predicted / (case.measured_tokens_per_s * factor) - 1) > 0.35, case.key
 
 
 @pytest.mark.parametrize("flavor", ["small", "europa-1t"])

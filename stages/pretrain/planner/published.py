@@ -63,6 +63,12 @@ DSV3_671B = mla_moe_dims("DeepSeek-V3 671B (+1 MTP module)", dim=7168, n_layers=
                          q_lora=1536, kv_lora=512, nope=128, rope=64, v=128, dense_hidden=18432, moe_hidden=2048,
                          experts=256, shared=1, top_k=8, vocab=129280, mtp=1)
 
+# torchtitan's DeepSeek-V3 has no multi-token-prediction module (models/deepseek_v3 at 1a36996b)
+DSV3_671B_TORCHTITAN = mla_moe_dims("DeepSeek-V3 671B (torchtitan, no MTP)", dim=7168, n_layers=61, n_dense=3,
+                                    n_heads=128, q_lora=1536, kv_lora=512, nope=128, rope=64, v=128, dense_hidden=18432,
+                                    moe_hidden=2048, experts=256, shared=1, top_k=8, vocab=129280)
+_MLA_UP_PROJ = 61 * (1536 * 128 * 192 + 512 * 128 * 256)  # DeepSeek-V3's q and kv up-projections, all layers
+
 
 @dataclass(frozen=True)
 class PublishedRun:
@@ -91,6 +97,17 @@ def _from_mfu(mfu: float) -> float:
     return mfu * _B200_PEAK / _DSV3_16B_FLOPS
 
 
+# nebius/ml-cookbook pytorch-dsv3-mxfp8/train_671b.sh: TP 2, PP 2 (Interleaved1F1B, 2 stages per rank, 64
+# micro-batches of one sequence), EP 32 over 4 nodes, FSDP 64 (efsdp 4), 64 x 8192 tokens per DP rank, full AC.
+# --debug.moe_force_load_balance replaces the router by round-robin: a token's 8 experts are consecutive, all on
+# one EP rank, which is the traffic of 32 expert groups with 1 chosen (routing.py); the standard dispatcher still
+# sends 8 rows. Interleaved bubble ~ (p - 1) / (v m) = 1/128. TP's activation collectives (NVLink) not modelled.
+_DSV3_671B_B200 = Workload(model=DSV3_671B_TORCHTITAN, seq_len=8192, local_batch_size=64, microsteps=1, gpus=256,
+                           gpus_per_node=8, data_parallel_replicate=1, data_parallel_shard=64, tensor_parallel=2,
+                           pipeline_parallel=2, expert_parallel=32, ac_mode="full", dispatcher="standard",
+                           num_expert_groups=32, num_limited_groups=1, optimizer="adamw", pipeline_bubble=1 / 128,
+                           notes=("forced round-robin routing as 32 groups, 1 chosen: one EP rank per token",
+                                  "TP 2 activation collectives over NVLink not modelled"))
 _QWEN3_B200 = Workload(model=QWEN3_30B_A3B, seq_len=4096, local_batch_size=8, microsteps=1, gpus=8, gpus_per_node=8,
                        data_parallel_replicate=1, data_parallel_shard=8, expert_parallel=8, ac_mode="full",
                        dispatcher="standard", optimizer="adamw")
@@ -154,6 +171,45 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
               "the 1-node DeepEP case)", tolerance=0.30,
         workload=_QWEN3_B200.with_(dispatcher="deepep", gpus=128, data_parallel_shard=128), hardware=B200_NODE),
     PublishedRun(
+        key="dsv3-671b-256xb200-standard",
+        what="DeepSeek-V3 671B, torchtitan, 256 B200 (32 nodes), TP 2, PP 2, EP 32 across 4 nodes, FSDP 64, 64 x 8192 "
+             "tokens per DP rank, full AC, model + loss compiled, bf16, standard all-to-all, forced balanced routing",
+        source="PyTorch / Nebius blog \"up to 41% faster pre-training: MXFP8 and DeepEP for DeepSeek-V3 on B200 with "
+               "torchtitan\" (651 tokens/s BF16 baseline) and its recipe nebius/ml-cookbook pytorch-dsv3-mxfp8 "
+               "(train_671b.sh @ fcff5ef7, README, dsv3_tps.png)",
+        measured_tokens_per_s=651, measured_how="the blog's BF16 standard-EP figure (torchtitan's tps, per GPU)",
+        role="check", fixes="the standard all-to-all over InfiniBand (6 of 8 copies leave the node)", tolerance=0.35,
+        workload=_DSV3_671B_B200, hardware=B200_NODE),
+    PublishedRun(
+        key="dsv3-671b-256xb200-deepep",
+        what="the same run with DeepEP (one copy per destination rank: under the forced routing, one per token)",
+        source="same blog and recipe (EP_BACKEND=deepep): 859 tokens/s, +32%",
+        measured_tokens_per_s=859, measured_how="the blog's BF16 DeepEP figure",
+        role="check", fixes="DeepEP across nodes; the MXFP8 run (918) is left out: the model has no routed-experts-"
+              "only float8", tolerance=0.35,
+        workload=_DSV3_671B_B200.with_(dispatcher="deepep"), hardware=B200_NODE),
+    PublishedRun(
+        key="dsv3-671b-1024xh100-megatron",
+        what="DeepSeek-V3 671B (1 MTP layer), Megatron-Bridge, 1,024 H100 (128 nodes), TP 2 with sequence parallel, "
+             "PP 8 (VP 4), EP 64 across 8 nodes, node-limited routing (4 of 8 groups), DeepEP (flex), EP all-to-all "
+             "overlapped in 1F1B, distributed optimizer, recompute of MLA up-projections and dense MLPs, FP8, "
+             "128 micro-batches of 1 x 4096, forced balanced routing",
+        source="NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md at ea29906 (25.09 container, DGX-H100 row "
+               "\"DeepSeekV3 (dropless) | 1024 | 8192 | 1 | 4096 | 0 | 2 | 8 | 1 | 4 | 64 | 128 | 1297\"), recipe "
+               "scripts/performance/configs/deepseek/deepseek_v3_llm_pretrain.yaml and run_script.py",
+        measured_tokens_per_s=1297, measured_how="the table's tokens/s/GPU (the FP8 recipe behind it is not stated: "
+               "per-tensor current scaling assumed; blockwise gives 330 against 338 TFLOP/s)",
+        role="check", fixes="cross-node DeepEP with node-limited routing and overlap on Hopper, FP8", tolerance=0.35,
+        workload=Workload(
+            model=DSV3_671B, seq_len=4096, local_batch_size=1, microsteps=128, gpus=1024, gpus_per_node=8,
+            data_parallel_replicate=1, data_parallel_shard=64, tensor_parallel=2, pipeline_parallel=8,
+            expert_parallel=64, ac_mode="minimal", recompute_params=_MLA_UP_PROJ + 3 * 3 * 7168 * 18432,
+            matmul_precision="fp8", dispatcher="deepep", num_expert_groups=8, num_limited_groups=4, overlap="full",
+            comm_sm_share=20 / 132, gradient_sync="step", optimizer="adamw", pipeline_bubble=7 / (4 * 128),
+            notes=("DeepEP's SM share assumed as DeepSeek-V3's 20 of 132", "interleaved bubble (p - 1) / (v m)",
+                   "TP 2 activation collectives over NVLink not modelled")),
+        hardware=H100_SXM_NODE),
+    PublishedRun(
         key="dsv3-671b-2048xh800",
         what="DeepSeek-V3 pretraining, 2,048 H800: PP 16 (DualPipe, all communication overlapped, 20 of 132 SMs for "
              "it), EP 64 over 8 nodes, ZeRO-1 DP, node-limited routing (4 of 8 node groups), FP8 GEMMs, FP8 "
@@ -166,7 +222,7 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
         workload=Workload(
             model=DSV3_671B, seq_len=4096, local_batch_size=1, microsteps=120, gpus=2048, gpus_per_node=8,
             data_parallel_replicate=1, data_parallel_shard=128, pipeline_parallel=16, expert_parallel=64,
-            ac_mode="minimal", recompute_params=61 * (1536 * 128 * 192 + 512 * 128 * 256), matmul_precision="fp8",
+            ac_mode="minimal", recompute_params=_MLA_UP_PROJ, matmul_precision="fp8",
             dispatcher="deepep", a2a_bytes=1.5, num_expert_groups=8, num_limited_groups=4, overlap="full",
             comm_sm_share=20 / 132, gradient_sync="step", optimizer="adamw", pipeline_bubble=0.05,
             notes=("pipeline bubble 5% assumed for DualPipe at 120 micro-batches per step",

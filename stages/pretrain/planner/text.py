@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from stages.pretrain.planner.calibration import calibration_line
 from stages.pretrain.planner.projection import EUROPA_TOKENS_PER_S_PER_GPU
 
 Plan = Any  # report.Plan (report.py imports this module: no import back)
@@ -74,6 +75,7 @@ def _throughput_lines(pl: Plan) -> list[str]:
         f"  expected {rate.expected:,.0f} tokens/s (pessimistic {rate.pessimistic:,.0f}, optimistic "
         f"{rate.optimistic:,.0f}) against "
         + (f"EUROPA's reported {t.tokens_per_s_per_gpu:,.0f}" if europa else f"the {t.tokens_per_s_per_gpu:,.0f} asked for"),
+        calibration_line(rate.expected),
         f"  bottleneck: {e.bottleneck}",
         f"  per micro-step ({e.tokens_per_microstep:,.0f} tokens per GPU, {e.microsteps} per step; expected band, s):",
         f"    compute {e.compute_s:.2f} ({pr.executed_flops_per_token:.2e} FLOPs per token executed, recomputation "
