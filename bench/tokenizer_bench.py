@@ -241,7 +241,7 @@ def main() -> int:
     ap.add_argument("--_merges", help=argparse.SUPPRESS)
     ap.add_argument("--_baseline", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args._train or args._baseline:
+    if args._train or args._merges or args._baseline:
         return child_train(args)
 
     ntrex, devtest = args.data / "ntrex128", args.data / "flores200" / "devtest"
