@@ -49,6 +49,7 @@ class Hardware:
     ib_gb_per_s_per_gpu: float = 25.0         # InfiniBand per GPU per direction (JUPITER: 1 NDR200 HCA per GPU)
     nodes_per_network_group: int = 240        # Dragonfly+ group: full bandwidth inside, global links between
     runtime_reserve_gib: float = 4.0          # CUDA context, cuBLAS workspaces, NCCL buffers
+    power_cap_w: float | None = None          # a module power limit below the GPU's own (the planner derates compute)
     gpus_per_node: int = 4                    # 0: a CPU partition (ranks train on the cores, gloo)
     # what the launcher needs (the machines of published measurements below keep JUPITER's: they are only planned)
     cores_per_node: int = 288                 # 4 Graces x 72
@@ -83,5 +84,7 @@ class Hardware:
                        host_gib_per_gpu=0.0, host_reserve_gib=0.0)
 
 
-JUPITER_BOOSTER = Hardware()
+# JSC's configuration of the Booster: each GH200 superchip (Grace CPU, Hopper GPU, memory) is limited to 680 W
+# together, where an H100 SXM has 700 W for the GPU alone.
+JUPITER_BOOSTER = Hardware(power_cap_w=680.0)
 PRESETS: dict[str, Hardware] = {"jupiter-booster": JUPITER_BOOSTER}

@@ -164,6 +164,25 @@ def test_the_preset_is_bound_by_infiniband_and_compute_alone_caps_it(preset_work
     assert all(pr.bands[b].tokens_per_s_per_gpu < 1300 for b in BANDS)
 
 
+def test_the_power_cap_and_routing_imbalance_slow_what_they_should(preset_workload):
+    """JUPITER's 680 W cap derates compute only; the busiest EP rank stretches the all-to-all by its load and the
+    compute by the routed experts' share of the matmuls."""
+    from dataclasses import replace
+
+    w = preset_workload.with_(routing_imbalance=1.0)
+    capped, uncapped = predict(w).expected, predict(w, replace(JUPITER_BOOSTER, power_cap_w=None)).expected
+    assert JUPITER_BOOSTER.power_cap_w == 680
+    assert capped.compute_s == pytest.approx(uncapped.compute_s / EFFICIENCIES.power_capped_compute.expected)
+    assert capped.a2a_s == pytest.approx(uncapped.a2a_s) and capped.fsdp_ib_s == pytest.approx(uncapped.fsdp_ib_s)
+    skewed = predict(w.with_(routing_imbalance=1.2)).expected
+    assert skewed.a2a_s == pytest.approx(1.2 * capped.a2a_s)
+    routed = w.model.routed_active_params / w.model.matmul_params
+    assert capped.compute_s < skewed.compute_s < capped.compute_s * (1 + 0.2 * routed) * 1.0001
+    assert predict(preset_workload).expected.a2a_s == pytest.approx(EFFICIENCIES.routing_imbalance.expected * capped.a2a_s)
+    assert predict(w.with_(expert_parallel=1, routing_imbalance=1.2)).expected.compute_s == pytest.approx(
+        predict(w.with_(expert_parallel=1)).expected.compute_s)  # no expert parallelism: no busiest rank
+
+
 def test_node_limited_routing_pays_only_with_a_deduplicating_dispatcher(preset_workload):
     w = preset_workload
     base = predict(w).expected

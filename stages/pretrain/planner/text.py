@@ -6,6 +6,7 @@ from typing import Any
 
 from stages.pretrain.planner.calibration import calibration_line
 from stages.pretrain.planner.projection import EUROPA_TOKENS_PER_S_PER_GPU
+from stages.pretrain.planner.throughput import EFFICIENCIES
 
 Plan = Any  # report.Plan (report.py imports this module: no import back)
 
@@ -76,6 +77,7 @@ def _throughput_lines(pl: Plan) -> list[str]:
         f"{rate.optimistic:,.0f}) against "
         + (f"EUROPA's reported {t.tokens_per_s_per_gpu:,.0f}" if europa else f"the {t.tokens_per_s_per_gpu:,.0f} asked for"),
         calibration_line(rate.expected),
+        assumptions_line(pr),
         f"  bottleneck: {e.bottleneck}",
         f"  per micro-step ({e.tokens_per_microstep:,.0f} tokens per GPU, {e.microsteps} per step; expected band, s):",
         f"    compute {e.compute_s:.2f} ({pr.executed_flops_per_token:.2e} FLOPs per token executed, recomputation "
@@ -120,3 +122,18 @@ def _throughput_lines(pl: Plan) -> list[str]:
         f"{t.tokens_to_threshold / 1e12:.1f}T tokens)",
     ]
     return lines
+
+
+def assumptions_line(pr) -> str:
+    """The two assumed derates no published run checks, with their bands, so a reader sees what they cost."""
+    e, w = EFFICIENCIES, pr.workload
+    parts = []
+    cap = e.power_capped_compute
+    if pr.hardware_power_cap_w:
+        parts.append(f"compute at {cap.expected:.0%} ({cap.pessimistic:.0%}-{cap.optimistic:.0%}) of the uncapped "
+                     f"rate under the {pr.hardware_power_cap_w:.0f} W module power cap")
+    imb = e.routing_imbalance
+    if w.expert_parallel > 1 and w.routing_imbalance is None:
+        parts.append(f"the busiest expert-parallel rank gets {imb.expected:.2f}x ({imb.optimistic:.2f}-{imb.pessimistic:.2f}) "
+                     "the mean tokens")
+    return "  assumed, not measured: " + "; ".join(parts) if parts else "  no power cap or routing imbalance assumed"

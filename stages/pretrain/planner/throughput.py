@@ -2,8 +2,10 @@
 
 A stated model, not a simulation. Per GPU and per micro-step (workload.py says what is counted):
 
-    compute   = executed FLOPs / (peak x compute efficiency)      [/ (1 - SMs held by overlapped comm kernels)]
-    all-to-all= per call max(IB bytes / (IB x eff), NVLink bytes / (NVLink x eff)), summed over the calls
+    compute   = executed FLOPs / (peak x compute efficiency [x power-capped share])
+                [/ (1 - SMs held by overlapped comm kernels)], the routed experts' FLOPs x routing imbalance
+    all-to-all= per call max(IB bytes / (IB x eff), NVLink bytes / (NVLink x eff)), summed over the calls,
+                x routing imbalance (the busiest rank's tokens over the mean: every call waits for it)
     FSDP      = ring all-gathers + reduce-scatters, IB and NVLink; HSDP all-reduce over IB
     C2C       = activation offload, each way, over NVLink-C2C
     critical  = compute + all-to-all (torchtitan's all-to-all blocks the compute stream; hidden under `full`
@@ -65,6 +67,14 @@ class Efficiencies:
     inter_group: Band = Band(0.50, 0.75, 1.00)           # ASSUMED: Dragonfly+ global links per GPU
     optimizer_compute: Band = Band(0.30, 0.50, 0.70)
     hbm: Band = Band(0.50, 0.70, 0.85)
+    # ASSUMED: the sustained GEMM rate of a GPU under a module power cap (Hardware.power_cap_w; JUPITER's GH200:
+    # 680 W for CPU, GPU and memory together) against the uncapped GPU the compute efficiency was fitted on.
+    # `europa launch calibrate`-style measurements on the first allocation replace it.
+    power_capped_compute: Band = Band(0.80, 0.90, 1.00)
+    # ASSUMED: tokens the busiest expert-parallel rank receives over the mean, with a learned router (the
+    # aux-loss-free bias keeps it near 1); the slowest rank sets every all-to-all and the experts' compute.
+    # Published runs force balanced routing or do not report it: they set Workload.routing_imbalance = 1.
+    routing_imbalance: Band = Band(1.25, 1.10, 1.03)
 
 
 EFFICIENCIES = Efficiencies()
@@ -151,6 +161,7 @@ class Prediction:
     bands: dict[str, Breakdown]
     executed_flops_per_token: float
     notes: list[str] = field(default_factory=list)
+    hardware_power_cap_w: float | None = None
 
     @property
     def expected(self) -> Breakdown:
@@ -164,7 +175,8 @@ class Prediction:
         return {"hardware": self.hardware_name, "traffic": asdict(self.traffic),
                 "executed_flops_per_token": self.executed_flops_per_token,
                 "tokens_per_s_per_gpu": asdict(self.tokens_per_s), "bottleneck": self.expected.bottleneck,
-                "bands": {b: v.to_dict() for b, v in self.bands.items()}, "notes": self.notes}
+                "bands": {b: v.to_dict() for b, v in self.bands.items()}, "notes": self.notes,
+                "power_cap_w": self.hardware_power_cap_w}
 
 
 def executed_flops(w: Workload) -> tuple[float, float]:
@@ -205,7 +217,11 @@ def _breakdown(w: Workload, hw: Hardware, traffic: TokenTraffic, eff: Efficienci
     # compute
     mm, attn = executed_flops(w)
     peak_mm = hw.peak_fp8_flops if w.matmul_precision == "fp8" else hw.peak_bf16_flops
-    eta = e[f"compute_{hw.arch}"]
+    eta = e[f"compute_{hw.arch}"] * (e["power_capped_compute"] if hw.power_cap_w else 1.0)
+    imbalance = (w.routing_imbalance if w.routing_imbalance is not None else e["routing_imbalance"]) \
+        if w.expert_parallel > 1 else 1.0
+    # the routed experts' share of the matmuls runs at the busiest rank's load
+    mm *= 1 + (imbalance - 1) * m.routed_active_params / m.matmul_params
     compute = tok * (mm / (peak_mm * eta) + attn / (hw.peak_bf16_flops * eta))
     compute /= (1 - w.comm_sm_share)
     # expert-parallel all-to-all
@@ -219,6 +235,7 @@ def _breakdown(w: Workload, hw: Hardware, traffic: TokenTraffic, eff: Efficienci
     a2a_nvl = traffic.nvlink_copies * per_copy / (hw.nvlink_gb_per_s * 1e9 * e["a2a_nvlink"])
     # the dispatcher's own work on every copy (permute, pad, unpermute, scatter-add, count exchange): HBM passes
     handling = e[f"a2a_passes_{w.dispatcher}"] * m.top_k * per_copy / (hw.hbm_gb_per_s * 1e9) if ep_on else 0.0
+    a2a_ib, a2a_nvl, handling = a2a_ib * imbalance, a2a_nvl * imbalance, handling * imbalance
     a2a = max(a2a_ib, a2a_nvl) + handling
     # FSDP (+ HSDP) per micro-step
     fsdp_ib = fsdp_nvl = hsdp_ib = 0.0
@@ -278,4 +295,4 @@ def predict(w: Workload, hardware: Hardware = JUPITER_BOOSTER, efficiencies: Eff
     bands = {b: _breakdown(w, hardware, traffic, efficiencies, b) for b in BANDS}
     mm, attn = executed_flops(w)
     return Prediction(workload=w, hardware_name=hardware.name, traffic=traffic, bands=bands,
-                      executed_flops_per_token=mm + attn, notes=notes)
+                      executed_flops_per_token=mm + attn, notes=notes, hardware_power_cap_w=hardware.power_cap_w)

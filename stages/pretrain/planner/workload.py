@@ -93,6 +93,7 @@ class Workload:
     optimizer: str = "adamw"          # adamw | dist_muon
     offload_gib: float = 0.0          # activations moved to the host per micro-step, each way
     pipeline_bubble: float = 0.0      # idle share added by a pipeline schedule
+    routing_imbalance: float | None = None  # busiest EP rank's tokens / mean; None: the model's assumed band
     notes: tuple[str, ...] = field(default=())
 
     @property
