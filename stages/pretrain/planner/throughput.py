@@ -69,7 +69,7 @@ class Efficiencies:
     hbm: Band = Band(0.50, 0.70, 0.85)
     # ASSUMED: the sustained GEMM rate of a GPU under a module power cap (Hardware.power_cap_w; JUPITER's GH200:
     # 680 W for CPU, GPU and memory together) against the uncapped GPU the compute efficiency was fitted on.
-    # `europa launch calibrate`-style measurements on the first allocation replace it.
+    # A measurement on the first allocation is to replace it (the calibration job is not built yet).
     power_capped_compute: Band = Band(0.80, 0.90, 1.00)
     # ASSUMED: tokens the busiest expert-parallel rank receives over the mean, with a learned router (the
     # aux-loss-free bias keeps it near 1); the slowest rank sets every all-to-all and the experts' compute.
