@@ -10,7 +10,8 @@ import pytest
 
 from pipeline.config import REPO_ROOT, load_config
 from stages.cluster.machine import JUPITER_BOOSTER
-from stages.pretrain.planner.calibration import fit, leave_one_out_table, published_errors, residual_band, scaled
+from stages.pretrain.planner.calibration import (PUBLISHED_BAND, fit, leave_one_out_table, published_band,
+                                                  published_errors, residual_band, scaled)
 from stages.pretrain.planner.published import PUBLISHED_RUNS, calibration_table, mla_moe_dims
 from stages.pretrain.planner.routing import token_traffic
 from stages.pretrain.planner.shape import flavor_dims, model_shape
@@ -66,6 +67,8 @@ def test_leave_one_out_errors_of_every_case(capsys):
     assert all(abs(x.left_out_error) <= 0.35 for x in errors), [(x.key, round(x.left_out_error, 3)) for x in errors]
     lo, rms, hi = residual_band(errors)
     assert lo < 0 < hi and rms > 0.05  # residuals, not zeros by construction
+    computed = tuple(round(x, 3) if isinstance(x, float) else x for x in published_band())
+    assert computed == PUBLISHED_BAND, "calibration.PUBLISHED_BAND is stale: set it to the computed band"
 
 
 @pytest.mark.parametrize("factor", [0.5, 2.0])
