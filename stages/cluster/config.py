@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from pipeline.config import StrictModel
+from pipeline.config import StrictModel, resolve_config_path
 from stages.cluster.machine import GPU_ENV, PRESETS, Hardware
 
 TIME_LIMIT = r"^(\d+-)?\d{1,2}:\d{2}:\d{2}$"
@@ -77,6 +77,14 @@ class MachineConfig(StrictModel):
         "jupiter-booster: node; custom default none.")
     max_time: str | None = Field(None, pattern=TIME_LIMIT, description="The partition's wall-clock limit (a longer time_limit is warned about); jupiter-booster: 24:00:00.")
     account_required: bool | None = Field(None, description="Whether --submit needs [pretrain.slurm] account; jupiter-booster: true, custom default false.")
+    measured: str | None = Field(
+        None, description="A calibration job's measured.json (`europa launch calibrate`): the planner takes its GEMM "
+        "rate and link rates in place of its assumed efficiencies. Relative to the config file.")
+
+    @field_validator("measured")
+    @classmethod
+    def _relative_to_config(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return resolve_config_path(v, info)
 
     @model_validator(mode="after")
     def _declared(self) -> MachineConfig:

@@ -34,6 +34,24 @@ JUPITER_ENV: tuple[tuple[str, str, str], ...] = (
 )
 
 
+Rates = tuple[float, float, float]  # (slowest, median, fastest) of a measurement's repeats
+
+
+@dataclass(frozen=True)
+class MeasuredRates:
+    """What a calibration job measured on this machine (`europa launch calibrate`, stages/pretrain/measure/),
+    per GPU (a rank on a CPU partition), in the units the profile's figures use. The planner takes each one
+    that is present in place of its assumed efficiency for that link or for compute; None: not measured."""
+
+    source: str                                   # the measured file, for the plan's text
+    gemm_bf16_flops: Rates | None = None          # FLOP/s of one rank's GEMM while every rank of the job runs one
+    a2a_ib_gb_per_s: Rates | None = None          # all-to-all bytes leaving the node per GPU per second
+    a2a_nvlink_gb_per_s: Rates | None = None      # all-to-all bytes inside the node per GPU per second
+    collective_ib_gb_per_s: Rates | None = None   # ring all-gather / reduce-scatter network bytes per GPU per second
+    collective_nvlink_gb_per_s: Rates | None = None
+    notes: tuple[str, ...] = ()                   # what was measured at another size than the plan uses
+
+
 @dataclass(frozen=True)
 class Hardware:
     name: str = "NVIDIA GH200 (JUPITER Booster)"
@@ -62,6 +80,7 @@ class Hardware:
     account_required: bool = True             # JUPITER charges every job to a project
     env: tuple[tuple[str, str, str], ...] = JUPITER_ENV
     preset: str | None = "jupiter-booster"    # the preset's name; None for a profile declared in the config
+    measured: MeasuredRates | None = None     # [pretrain.machine] measured: rates a calibration job measured
 
     @property
     def host_usable_gib(self) -> float:

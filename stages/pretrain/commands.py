@@ -19,15 +19,21 @@ STAGE = "pretrain"
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    la = sub.add_parser("launch", help="render (and submit) the pretraining job for Slurm (JUPITER or [pretrain.machine])",
+    la = sub.add_parser("launch", help="render (and submit) the pretraining job, or the calibration job, for Slurm",
                         description="Validate [pretrain] for its machine ([pretrain.machine]: JUPITER's Booster by "
                         "default; layout, memory estimate), render the sbatch script into <run>/pretrain-launch/ and "
-                        "optionally submit it. `jupiter` and `slurm` are the same command. See docs/jupiter.md.")
-    la.add_argument("target", choices=["jupiter", "slurm"], help="jupiter, or slurm for another cluster (the same: the machine is [pretrain.machine])")
+                        "optionally submit it. `jupiter` and `slurm` are the same command. `calibrate`: the short job "
+                        "that measures the machine's collectives and GEMM rate at the layout's sizes, for "
+                        "[pretrain.machine] measured. See docs/jupiter.md.")
+    la.add_argument("target", choices=["jupiter", "slurm", "calibrate"],
+                    help="jupiter, or slurm for another cluster (the same: the machine is [pretrain.machine]); "
+                         "calibrate: measure the machine for the planner")
     add_run_options(la)
     g = la.add_mutually_exclusive_group()
     g.add_argument("--dry-run", action="store_true", help="print the script and the plan; write nothing")
     g.add_argument("--submit", action="store_true", help="also submit with sbatch (on a login node of the cluster)")
+    la.add_argument("--nodes", type=int, default=None, metavar="N",
+                    help="calibrate: nodes of the job (default: enough for the layout's largest group, at most its nodes)")
     la.set_defaults(handler=cmd_launch)
 
     pl = sub.add_parser("plan", help="estimate per-GPU memory, FLOPs per token, utilisation and days for [pretrain]")
@@ -170,6 +176,11 @@ def cmd_launch(args) -> int:
     from stages.pretrain.launch.submit import submit_training_job
     from stages.pretrain.stage import PretrainStage
 
+    if args.target == "calibrate":
+        return _calibrate(args)
+    if args.nodes is not None:
+        raise UsageError(f"europa launch {args.target}: --nodes is for `europa launch calibrate`; the training job's "
+                         "nodes are [pretrain.parallelism] nodes")
     rd, config = resolve_run(args)
     run_dir = rd.path
     job = render_job(config, run_dir, rd.launch_dir(STAGE), require_account=args.submit)
@@ -199,6 +210,40 @@ def cmd_launch(args) -> int:
     print(f"europa: submitted Slurm job {job_id}; logs {job.job_dir}/slurm-{job_id}.out; "
           f"`europa stage pretrain --run-dir {run_dir}` follows it and publishes the result (cancel: `scancel {job_id}`); "
           f"`europa eval-schedule --run-dir {run_dir}` evaluates its checkpoints as they appear")
+    return 0
+
+
+def _calibrate(args) -> int:
+    """`europa launch calibrate`: render into <run>/pretrain-launch/calibrate/ (--dry-run: print only); --submit:
+    sbatch it. Its measured.json is what [pretrain.machine] measured points at."""
+    from stages.cluster import slurm
+    from stages.cluster.sbatch import render
+    from stages.pretrain.measure.launch import render_calibration
+
+    rd, config = resolve_run(args)
+    job = render_calibration(config, rd.launch_dir(STAGE) / "calibrate", nodes=args.nodes)
+    if args.dry_run:
+        print(render(job.script))
+        print(job.summary())
+        return 0
+    if args.submit:
+        slurm.require_sbatch()
+        settings = config.section(STAGE)
+        if settings.machine.hardware().account_required and not settings.slurm.account:
+            raise UsageError("[pretrain.slurm] account is not set: --submit on this machine needs the project to "
+                             "charge; add account = \"<project>\" under [pretrain.slurm]")
+    with rd.lock(f"europa launch calibrate{' --submit' if args.submit else ''}"):
+        script = job.write()
+        job_id = slurm.submit(script) if args.submit else None
+        if job_id:
+            slurm.record_submission(job.job_dir, job_id, script)
+    print(job.summary())
+    print(f"europa: rendered {script}")
+    if job_id is None:
+        print(f"europa: submit with `europa launch calibrate --run-dir {rd.path} --submit`")
+        return 0
+    print(f"europa: submitted Slurm job {job_id}; logs {job.job_dir}/slurm-{job_id}.out; when it has ended set "
+          f"[pretrain.machine] measured = \"{job.output}\" and `europa plan` prices the layout with what it measured")
     return 0
 
 

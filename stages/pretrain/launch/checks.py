@@ -113,13 +113,20 @@ def planner_hardware(settings: PretrainConfig) -> tuple[Hardware, list[str]]:
     figures rest on that the profile does not say."""
     hw = settings.machine.hardware().for_planner(settings.parallelism.processes_per_node)
     notes = []
+    if settings.machine.measured:
+        from stages.pretrain.planner.measured import read_measured
+
+        p = settings.parallelism
+        hw = replace(hw, measured=read_measured(settings.machine.measured, settings.machine.hardware(),
+                                                expert_parallel=p.expert_parallel, shard_degree=p.shard_degree))
     if not hw.peak_bf16_flops and not settings.peak_flops_per_device:
         hw = replace(hw, peak_bf16_flops=NOMINAL_PEAK_FLOPS)
         notes.append(f"the plan's utilisation assumes a nominal {NOMINAL_PEAK_FLOPS / 1e12:.0f} TFLOP/s per rank: set "
                      "[pretrain] peak_flops_per_device (or [pretrain.machine] gpu_peak_flops) for real figures")
     if hw.preset is None and hw.has_gpus:
+        measured = " and the measured file's rates" if hw.measured is not None else ""
         notes.append("[pretrain.machine] is a profile of its own: the planner's predicted throughput takes JUPITER's "
-                     "NVLink, InfiniBand and HBM bandwidths for it (only memory and peak FLOP/s are the profile's)")
+                     f"NVLink, InfiniBand and HBM bandwidths for it (only memory and peak FLOP/s are the profile's{measured})")
     return hw, notes
 
 

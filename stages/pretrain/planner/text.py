@@ -125,15 +125,31 @@ def _throughput_lines(pl: Plan) -> list[str]:
 
 
 def assumptions_line(pr) -> str:
-    """The two assumed derates no published run checks, with their bands, so a reader sees what they cost."""
-    e, w = EFFICIENCIES, pr.workload
-    parts = []
+    """The derates no published run checks, with their bands, so a reader sees what they cost; and, where a
+    calibration job measured this machine, what it measured instead."""
+    e, w, m = EFFICIENCIES, pr.workload, pr.measured
+    parts, measured = [], []
     cap = e.power_capped_compute
-    if pr.hardware_power_cap_w:
+    if m is not None and m.gemm_bf16_flops is not None:
+        slow, mid, fast = m.gemm_bf16_flops
+        measured.append(f"GEMM {mid / 1e12:,.3g} TFLOP/s per GPU ({slow / 1e12:,.3g}-{fast / 1e12:,.3g})")
+    elif pr.hardware_power_cap_w:
         parts.append(f"compute at {cap.expected:.0%} ({cap.pessimistic:.0%}-{cap.optimistic:.0%}) of the uncapped "
                      f"rate under the {pr.hardware_power_cap_w:.0f} W module power cap")
+    if m is not None:
+        for name, label in (("a2a_ib_gb_per_s", "all-to-all over the network"), ("a2a_nvlink_gb_per_s", "all-to-all in a node"),
+                            ("collective_ib_gb_per_s", "FSDP rings over the network"),
+                            ("collective_nvlink_gb_per_s", "FSDP rings in a node")):
+            rates = getattr(m, name)
+            if rates is not None:
+                measured.append(f"{label} {rates[1]:,.3g} GB/s per GPU ({rates[0]:,.3g}-{rates[2]:,.3g})")
     imb = e.routing_imbalance
     if w.expert_parallel > 1 and w.routing_imbalance is None:
         parts.append(f"the busiest expert-parallel rank gets {imb.expected:.2f}x ({imb.optimistic:.2f}-{imb.pessimistic:.2f}) "
                      "the mean tokens")
-    return "  assumed, not measured: " + "; ".join(parts) if parts else "  no power cap or routing imbalance assumed"
+    lines = []
+    if measured:
+        lines.append(f"  measured ({m.source}): " + "; ".join(measured))
+        lines += [f"    {note}" for note in m.notes]
+    lines.append("  assumed, not measured: " + "; ".join(parts) if parts else "  no power cap or routing imbalance assumed")
+    return "\n".join(lines)

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from stages.cluster.machine import JUPITER_BOOSTER, Hardware
+from stages.cluster.machine import JUPITER_BOOSTER, Hardware, MeasuredRates
 from stages.pretrain.planner.routing import TokenTraffic, token_traffic
 from stages.pretrain.planner.workload import Workload
 
@@ -69,7 +69,7 @@ class Efficiencies:
     hbm: Band = Band(0.50, 0.70, 0.85)
     # ASSUMED: the sustained GEMM rate of a GPU under a module power cap (Hardware.power_cap_w; JUPITER's GH200:
     # 680 W for CPU, GPU and memory together) against the uncapped GPU the compute efficiency was fitted on.
-    # A measurement on the first allocation is to replace it (the calibration job is not built yet).
+    # A calibration job's GEMM replaces it (`europa launch calibrate`, measured_efficiencies below).
     power_capped_compute: Band = Band(0.80, 0.90, 1.00)
     # ASSUMED: tokens the busiest expert-parallel rank receives over the mean, with a learned router (the
     # aux-loss-free bias keeps it near 1); the slowest rank sets every all-to-all and the experts' compute.
@@ -78,6 +78,36 @@ class Efficiencies:
 
 
 EFFICIENCIES = Efficiencies()
+
+# ASSUMED: the share of its dense bf16 peak a large GEMM reaches on an uncapped H100 SXM (cuBLAS, ~740 of 989
+# TFLOP/s). The compute efficiencies were fitted on such GPUs, so a measured GEMM share over this one is the
+# measured machine's compute derate, its power cap included.
+REFERENCE_GEMM_SHARE = 0.75
+# MeasuredRates field -> (the efficiency it replaces, the profile's rate it is a share of). The calibration job
+# runs torch's all_to_all_single, the standard dispatcher's collective: DeepEP's bands stay assumed.
+MEASURED_LINKS = {
+    "a2a_ib_gb_per_s": ("a2a_ib_standard", "ib_gb_per_s_per_gpu"),
+    "a2a_nvlink_gb_per_s": ("a2a_nvlink", "nvlink_gb_per_s"),
+    "collective_ib_gb_per_s": ("collective_ib", "ib_gb_per_s_per_gpu"),
+    "collective_nvlink_gb_per_s": ("collective_nvlink", "nvlink_gb_per_s"),
+}
+
+
+def measured_efficiencies(hw: Hardware, band: str) -> dict[str, float]:
+    """The efficiencies a calibration job measured on `hw` (Hardware.measured), at one band: the slowest repeat
+    for the pessimistic band, the median for the expected, the fastest for the optimistic."""
+    m = hw.measured
+    if m is None:
+        return {}
+    i = BANDS.index(band)
+    out = {}
+    for name, (efficiency, rate) in MEASURED_LINKS.items():
+        value = getattr(m, name)
+        if value is not None and getattr(hw, rate):
+            out[efficiency] = value[i] / getattr(hw, rate)
+    if m.gemm_bf16_flops is not None and hw.peak_bf16_flops:
+        out["power_capped_compute"] = m.gemm_bf16_flops[i] / (hw.peak_bf16_flops * REFERENCE_GEMM_SHARE)
+    return out
 
 
 @dataclass
@@ -162,6 +192,7 @@ class Prediction:
     executed_flops_per_token: float
     notes: list[str] = field(default_factory=list)
     hardware_power_cap_w: float | None = None
+    measured: MeasuredRates | None = None
 
     @property
     def expected(self) -> Breakdown:
@@ -176,7 +207,8 @@ class Prediction:
                 "executed_flops_per_token": self.executed_flops_per_token,
                 "tokens_per_s_per_gpu": asdict(self.tokens_per_s), "bottleneck": self.expected.bottleneck,
                 "bands": {b: v.to_dict() for b, v in self.bands.items()}, "notes": self.notes,
-                "power_cap_w": self.hardware_power_cap_w}
+                "power_cap_w": self.hardware_power_cap_w,
+                "measured": self.measured.source if self.measured is not None else None}
 
 
 def executed_flops(w: Workload) -> tuple[float, float]:
@@ -194,7 +226,7 @@ def executed_flops(w: Workload) -> tuple[float, float]:
     return 3 * fwd_mm + rec_mm, 3 * attn + rec_attn
 
 
-def _ring(total: float, members: int, per_node: int) -> tuple[float, float]:
+def ring_bytes(total: float, members: int, per_node: int) -> tuple[float, float]:
     """(InfiniBand, NVLink) bytes per GPU of a ring collective moving `total` per GPU over `members` ranks of
     which `per_node` share a node: the ring leaves each node once, so its network share is 1/per_node."""
     if members <= 1:
@@ -212,12 +244,14 @@ def _ns_flops(rows: int, cols: int) -> float:
 
 def _breakdown(w: Workload, hw: Hardware, traffic: TokenTraffic, eff: Efficiencies, band: str) -> Breakdown:
     e = {name: getattr(eff, name).at(band) for name in eff.__dataclass_fields__}
+    e.update(measured_efficiencies(hw, band))
+    measured_gemm = hw.measured is not None and hw.measured.gemm_bf16_flops is not None
     m, tok = w.model, w.tokens
     gpn = w.gpus_per_node
     # compute
     mm, attn = executed_flops(w)
     peak_mm = hw.peak_fp8_flops if w.matmul_precision == "fp8" else hw.peak_bf16_flops
-    eta = e[f"compute_{hw.arch}"] * (e["power_capped_compute"] if hw.power_cap_w else 1.0)
+    eta = e[f"compute_{hw.arch}"] * (e["power_capped_compute"] if hw.power_cap_w or measured_gemm else 1.0)
     imbalance = (w.routing_imbalance if w.routing_imbalance is not None else e["routing_imbalance"]) \
         if w.expert_parallel > 1 else 1.0
     # the routed experts' share of the matmuls runs at the busiest rank's load
@@ -242,10 +276,10 @@ def _breakdown(w: Workload, hw: Hardware, traffic: TokenTraffic, eff: Efficienci
     pp, tp = w.pipeline_parallel, w.tensor_parallel
     if w.gradient_sync == "microstep":
         bpp = 2 * w.compute_bytes + 4
-        d_ib, d_nvl = _ring(bpp * m.dense_params / (tp * pp) * (1 - 1 / w.data_parallel_shard),
+        d_ib, d_nvl = ring_bytes(bpp * m.dense_params / (tp * pp) * (1 - 1 / w.data_parallel_shard),
                             w.data_parallel_shard, gpn // tp)
         ep = w.expert_parallel
-        x_ib, x_nvl = _ring(bpp * m.routed_params / (ep * pp) * (1 - 1 / w.efsdp), w.efsdp,
+        x_ib, x_nvl = ring_bytes(bpp * m.routed_params / (ep * pp) * (1 - 1 / w.efsdp), w.efsdp,
                             gpn // ep if ep < gpn else 1)
         ib_coll = hw.ib_gb_per_s_per_gpu * 1e9 * e["collective_ib"]
         fsdp_ib = (d_ib + x_ib) / ib_coll
@@ -295,4 +329,5 @@ def predict(w: Workload, hardware: Hardware = JUPITER_BOOSTER, efficiencies: Eff
     bands = {b: _breakdown(w, hardware, traffic, efficiencies, b) for b in BANDS}
     mm, attn = executed_flops(w)
     return Prediction(workload=w, hardware_name=hardware.name, traffic=traffic, bands=bands,
-                      executed_flops_per_token=mm + attn, notes=notes, hardware_power_cap_w=hardware.power_cap_w)
+                      executed_flops_per_token=mm + attn, notes=notes, hardware_power_cap_w=hardware.power_cap_w,
+                      measured=hardware.measured)
