@@ -308,10 +308,19 @@ def bias_measures(rec: Records) -> Fact:
     tok_policy = rec.tokenizer.sample.policy.fact()
     mix_policy = rec.shards.mixture.policy.fact()
     fair = rec.tokenizer.fairness.fact()
+    balance = rec.tokenizer.balance.fact()
 
-    def text(m: dict, ev: dict, fl: list, tp: str, mp: str, fa: dict | None) -> str:
+    def text(m: dict, ev: dict, fl: list, tp: str, mp: str, fa: dict | None, bal: dict | None) -> str:
         parities = {lang: v.get("parity") for lang, v in m.items() if isinstance(v, dict) and v.get("parity") is not None}
         s = f"Language balance: {tp} sampling of the tokenizer's training text, {mp} training mixture. "
+        method = bal.get("method") if isinstance(bal, dict) else None
+        if method and method != "none":
+            rounds = len(bal.get("rounds") or [])
+            s += (f"The tokenizer was trained for parity ([tokenizer.balance] method {method}"
+                  + (f", {rounds} weight round(s), round {bal.get('chosen_round')} kept" if "weights" in method else "")
+                  + (f", {sum((bal.get('merges') or {}).get('chosen_for', {}).values())} merges chosen for the "
+                     "worst-compressed language" if "merges" in method and isinstance(bal.get("merges"), dict) else "")
+                  + "). ")
         if parities:
             worst = max(parities, key=parities.__getitem__)
             s += f"Tokenizer parity (tokens relative to English on parallel text) measured for {len(parities)} languages, worst {worst} {parities[worst]:.2f}"
@@ -330,8 +339,8 @@ def bias_measures(rec: Records) -> Fact:
         s += f"; flagged for a regression between evaluated checkpoints: {', '.join(fl)}." if fl else "; no language flagged for a regression."
         return s
 
-    return derive(text, metrics, evaluated, flagged, tok_policy, mix_policy, fair,
-                  method="tokenizer statistics.sample.policy, metrics.<lang>.parity and fairness; shards statistics.mixture.policy; evaluate statistics.per_language.<lang>.val_bits_per_byte "
+    return derive(text, metrics, evaluated, flagged, tok_policy, mix_policy, fair, balance,
+                  method="tokenizer statistics.sample.policy, metrics.<lang>.parity, fairness and balance; shards statistics.mixture.policy; evaluate statistics.per_language.<lang>.val_bits_per_byte "
                          "and flagged", fmt=str)
 
 

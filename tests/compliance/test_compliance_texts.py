@@ -181,3 +181,24 @@ def test_the_curation_text_says_which_documents_were_deduplicated_together(run, 
     v = summary_values(generate(RunDir(run), demo_settings))
     (curation,) = [x for k, x in v.items() if k.endswith("curation")]
     assert f"MinHash near-duplicates on (threshold 0.7), {words} (" in curation["text"]
+
+
+def test_the_tokenizers_balance_method_is_named_in_the_bias_measures(run, demo_settings):
+    """A tokenizer trained for parity says so where the documents describe the measures against language bias:
+    the method, the rounds and the merges chosen for the worst-compressed language (issue 46)."""
+    from stages.compliance.facts import Records
+    from stages.compliance.training_data import bias_measures
+
+    def parity_trained(data):
+        balance = data["statistics"]["balance"]
+        balance.update(method="parity-weights+merges", chosen_round=1, target_parity=1.15, strength=1.0,
+                       rounds=[{"round": r, "target_chars": {"de": 1000}, "parity": {"de": 1.1}, "max_parity": 1.1,
+                                "mean_fertility": 2.0, "parity_gini": 0.02} for r in (0, 1)], stopped="max_rounds")
+        balance["merges"] = {"merges": 900, "target_parity": 1.13, "chosen_for": {"el": 40, "ga": 12},
+                             "sentencepiece_max_parity": 1.4, "seconds": 3.0}
+
+    assert "trained for parity" not in bias_measures(Records.load(RunDir(run), demo_settings)).text
+    edit_manifest(run, "tokenizer", parity_trained)
+    text = bias_measures(Records.load(RunDir(run), demo_settings)).text
+    assert ("The tokenizer was trained for parity ([tokenizer.balance] method parity-weights+merges, 2 weight "
+            "round(s), round 1 kept, 52 merges chosen for the worst-compressed language).") in text
