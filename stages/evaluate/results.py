@@ -279,7 +279,8 @@ def report_markdown(all_metrics: list[CheckpointMetrics], rows: list[Change], th
                          f"{r.token_accuracy:.3f} | {'REGRESSION' if r.flagged else ''} |")
     tasks = [r for r in rows if r.kind == "task"]
     if tasks:
-        lines += ["", "Downstream tasks (lm-evaluation-harness on the Hugging Face export; ± is lm-eval's standard error):", "",
+        where = "the Hugging Face export" if job.launcher == "local" else "the sharded model on the job's ranks"
+        lines += ["", f"Downstream tasks (lm-evaluation-harness on {where}; ± is lm-eval's standard error):", "",
                   "| task | language | examples | metric | value | change since previous | flag |", "|---|---|---|---|---|---|---|"]
         for r in tasks:
             lines.append(f"| {r.set} | {r.lang} | {r.examples:,} | {r.metric} | {_pm(r.value, r.stderr)} | "
@@ -294,7 +295,24 @@ def report_markdown(all_metrics: list[CheckpointMetrics], rows: list[Change], th
     missing = {k: v for k, v in {**latest.missing, **latest.tasks_missing}.items() if v}
     if missing:
         lines += ["", "Languages without evaluation text or task: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in missing.items())]
+    lines += coverage_table(latest)
     return "\n".join(lines) + "\n"
+
+
+def coverage_table(m: CheckpointMetrics) -> list[str]:
+    """Which language the latest checkpoint has figures for, per set and task (yes / -), and how many
+    downstream tasks each language has: the gaps a multilingual model's evaluation must state."""
+    names = [*m.sets, *m.tasks]
+    langs = sorted({lang for by_lang in [*m.sets.values(), *m.tasks.values()] for lang in by_lang}
+                   | {lang for v in [*m.missing.values(), *m.tasks_missing.values()] for lang in v if lang != "all"})
+    if not names or not langs:
+        return []
+    out = ["", "Coverage of the latest checkpoint (yes: figures; -: no text or task for the language):", "",
+           "| language | " + " | ".join(names) + " | tasks |", "|---|" + "---|" * (len(names) + 1)]
+    for lang in langs:
+        cells = ["yes" if lang in m.sets.get(n, m.tasks.get(n, {})) else "-" for n in names]
+        out.append(f"| {lang} | " + " | ".join(cells) + f" | {sum(lang in by_lang for by_lang in m.tasks.values())} |")
+    return out
 
 
 def write_report(root: Path, all_metrics: list[CheckpointMetrics], threshold: float, sigma: float = 2.0) -> list[Change]:

@@ -152,6 +152,11 @@ limit = 2
     assert m["tasks_missing"]["belebele"] == ["ga"] and m["tasks_missing"]["multiblimp"] == ["mt"]
     report = (run_dir / "eval" / "report.md").read_text()
     assert "belebele: ga" in report and "multiblimp: mt" in report
+    # the coverage table: per language, which set and task has figures, and how many tasks it has
+    header = next(line for line in report.splitlines() if line.startswith("| language |"))
+    assert header == "| language | val | belebele | multiblimp | tasks |"
+    assert "| ga | yes | - | yes | 1 |" in report and "| mt | yes | yes | - | 1 |" in report
+    assert "| de | yes | yes | yes | 2 |" in report
 
 
 def test_a_task_passage_taken_from_the_training_split_is_found(trained_run, tmp_path):
