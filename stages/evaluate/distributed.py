@@ -9,7 +9,9 @@ are dealt round-robin to the ranks; each rank scores its rows in batches, all ra
 forward passes (FSDP and expert parallelism are collective: a rank out of rows runs a padding row), and rank
 0 gathers the per-token losses and turns them into the per-document figures exactly as one process does
 (scoring.per_document), then writes J/result.json. So the figures do not depend on the number of ranks beyond
-float rounding (tests/evaluate: 2 gloo ranks = 1 process within 1e-5).
+float rounding (tests/evaluate: 2 gloo ranks = 1 process within 1e-5). Then [[evaluate.tasks]] run through
+lm-eval on every rank, its loglikelihood requests answered by the sharded model (sharded_lm.py); rank 0 adds
+their figures to the result.
 
 A rank that fails writes J/failures/rank-<R>.json (its error, one line); the parent reports it.
 """
@@ -70,6 +72,24 @@ def score_distributed(model, sets, *, seq_len: int, batch_size: int, bos: int, d
         texts = sets[k[0]][0][k[1]]
         scores[k] = per_document(nll, right, labels, texts.docs, texts.doc_bytes)
     return scores
+
+
+def run_sharded_tasks(model, run_dir, settings, languages: list[str], flavor: str, *, device: str, rank: int,
+                      world: int):
+    """[[evaluate.tasks]] through lm-eval on the sharded model (sharded_lm.py), on every rank; the parent has
+    built the tasks it builds (their include_path is set in the job's config)."""
+    from europa_model.flavors import FLAVORS
+    from stages.evaluate.sharded_lm import ShardedLM, load_tokenizer
+    from stages.evaluate.tasks import evaluate_tasks, offline
+
+    with offline():
+        tokenizer = load_tokenizer(run_dir.stage_dir("tokenizer"))
+
+        def sharded():
+            return ShardedLM(model, tokenizer, device=device, batch_size=settings.batch_size,
+                             max_length=FLAVORS[flavor].max_seq_len, rank=rank, world=world)
+
+        return evaluate_tasks(sharded, settings.tasks, languages)
 
 
 def _device(requested: str, local_rank: int) -> str:
@@ -139,11 +159,19 @@ def _evaluate(args: argparse.Namespace, rank: int) -> int:
         with torch.no_grad():
             scores = score_distributed(model, sets, seq_len=seq_len, batch_size=settings.batch_size, bos=sp.bos_id(),
                                        device=device, rank=rank, world=world)
+            tasks = run_sharded_tasks(model, run_dir, settings, list(config.run.languages), info.flavor, device=device,
+                                      rank=rank, world=world) if settings.tasks else None
         if rank == 0:
             metrics = checkpoint_metrics(ckpt, info.flavor, sets, scores, seq_len=seq_len,
                                          job=EvalJob(launcher=settings.job.launcher, ranks=world,
                                                      expert_parallel=settings.job.expert_parallel,
                                                      precision=settings.job.precision, device=device.split(":")[0]))
+            if tasks is not None:
+                from stages.evaluate.metrics import TaskFigures
+
+                metrics.tasks = {name: {lang: TaskFigures.model_validate(f) for lang, f in by_lang.items()}
+                                 for name, by_lang in tasks.results.items()}
+                metrics.tasks_missing, metrics.task_reasons = tasks.missing, tasks.reasons
             atomic_write_text(args.job_dir / RESULT, json.dumps(metrics.to_dict()) + "\n")
         dist.barrier()
     finally:

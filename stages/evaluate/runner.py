@@ -160,9 +160,9 @@ class _Evaluator:
         if job.launcher == "local":
             metrics = self._in_process(ckpt, info)
         elif job.launcher == "torchrun":
-            metrics = run_torchrun(self.config, self.run_dir.path, folder, ckpt.path, ident, job.processes_per_node)
+            metrics = run_torchrun(self._job_config(), self.run_dir.path, folder, ckpt.path, ident, job.processes_per_node)
         else:
-            state = slurm_job(self.config, self.run_dir.path, folder, ckpt.path, ident, wait=wait, retry=retry)
+            state = slurm_job(self._job_config(), self.run_dir.path, folder, ckpt.path, ident, wait=wait, retry=retry)
             if not state.done:
                 self.note = state.note
                 return None
@@ -185,27 +185,37 @@ class _Evaluator:
                                   job=EvalJob(launcher="local", ranks=1, expert_parallel=1, precision="float32",
                                               device=device))
 
+    def _job_config(self) -> PipelineConfig:
+        """The settings a distributed job evaluates with: this round's, with the tasks the evaluator builds built
+        (their include_path set), so the job's ranks read the same task files as an in-process run."""
+        if not self.settings.tasks:
+            return self.config
+        # a built task is, to the job, a task of its include_path (build and include_path exclude each other)
+        tasks = [self._built(t).model_copy(update={"build": None}) for t in self.settings.tasks]
+        evaluate = self.settings.model_copy(update={"tasks": tasks})
+        c = self.config
+        return PipelineConfig(c.run, c.orchestration, {**c.stages, "evaluate": evaluate}, c.source)
+
     def _tasks(self, ckpt: Checkpoint, info: ModelInfo, metrics: CheckpointMetrics) -> None:
-        """lm-evaluation-harness on the fp32 Hugging Face export of the checkpoint (a temporary folder)."""
+        """lm-evaluation-harness on the fp32 Hugging Face export of the checkpoint (a temporary folder), or, when
+        a distributed job evaluated it, the figures its ranks computed on the sharded model (sharded_lm.py)."""
         names = [t.name for t in self.settings.tasks]
         if self.settings.job.launcher != "local":
-            why = ("downstream tasks run lm-eval on the Hugging Face export in one process; with [evaluate.job] "
-                   f"launcher {self.settings.job.launcher!r} (a model sharded over ranks) they are not run")
-            metrics.tasks, metrics.tasks_missing = {}, {n: list(self.config.run.languages) for n in names}
-            metrics.task_reasons = {n: {"all": why} for n in names}
-            progress.note("evaluate", f"{ckpt.name}: {why}")
-            return
-        from europa_model.hf import export_checkpoint
-        from stages.evaluate.tasks import run_tasks
+            from stages.evaluate.tasks import TaskResults
 
-        device = resolve_device(self.settings.device)
-        tasks = [self._built(t) for t in self.settings.tasks]
-        progress.note("evaluate", f"{ckpt.name}: downstream tasks {', '.join(names)} (lm-eval on the HF export)")
-        with tempfile.TemporaryDirectory(prefix=f"europa-eval-{ckpt.name}-") as tmp:
-            folder = export_checkpoint(ckpt.path, info.flavor, info.vocab_size, Path(tmp) / "hf", dtype="fp32",
-                                       tokenizer_dir=self.run_dir.stage_dir("tokenizer"), routing=info.routing).out_dir
-            res = run_tasks(folder, tasks, list(self.config.run.languages), device=device,
-                            batch_size=self.settings.batch_size)
+            res = TaskResults(metrics.tasks, metrics.tasks_missing, metrics.task_reasons)
+        else:
+            from europa_model.hf import export_checkpoint
+            from stages.evaluate.tasks import run_tasks
+
+            device = resolve_device(self.settings.device)
+            tasks = [self._built(t) for t in self.settings.tasks]
+            progress.note("evaluate", f"{ckpt.name}: downstream tasks {', '.join(names)} (lm-eval on the HF export)")
+            with tempfile.TemporaryDirectory(prefix=f"europa-eval-{ckpt.name}-") as tmp:
+                folder = export_checkpoint(ckpt.path, info.flavor, info.vocab_size, Path(tmp) / "hf", dtype="fp32",
+                                           tokenizer_dir=self.run_dir.stage_dir("tokenizer"), routing=info.routing).out_dir
+                res = run_tasks(folder, tasks, list(self.config.run.languages), device=device,
+                                batch_size=self.settings.batch_size)
         for task in self.settings.tasks:
             if task.build:  # why a built task lacks a language: its held-out text, not lm-eval
                 for lang in res.missing.get(task.name, []):

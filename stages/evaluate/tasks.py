@@ -189,23 +189,29 @@ def task_texts(tasks: list[EvalTaskConfig], languages: list[str]) -> dict[str, d
 
 def run_tasks(hf_dir: Path, tasks: list[EvalTaskConfig], languages: list[str], *, device: str,
               batch_size: int) -> TaskResults:
+    """The tasks on a Hugging Face model folder (the checkpoint's fp32 export), through lm-eval's HFLM."""
+    def hflm():
+        from lm_eval.models.huggingface import HFLM
+
+        return HFLM(pretrained=str(hf_dir), device=device, dtype="float32", batch_size=batch_size,
+                    add_bos_token=True, trust_remote_code=False)
+
     with offline():
-        return _run_tasks(hf_dir, tasks, languages, device=device, batch_size=batch_size)
+        return evaluate_tasks(hflm, tasks, languages)
 
 
-def _run_tasks(hf_dir: Path, tasks: list[EvalTaskConfig], languages: list[str], *, device: str,
-               batch_size: int) -> TaskResults:
+def evaluate_tasks(make_lm, tasks: list[EvalTaskConfig], languages: list[str]) -> TaskResults:
+    """The tasks through lm-eval on the model `make_lm()` returns (made only when some task loads): HFLM on an
+    export in one process, or sharded_lm.ShardedLM on the distributed job's ranks. Call inside `offline()`."""
     logging.getLogger("lm_eval").setLevel(logging.WARNING)
     from lm_eval import simple_evaluate
-    from lm_eval.models.huggingface import HFLM
 
     out = TaskResults()
 
     loaded = _load_tasks(tasks, languages, out)
     if not any(by_lang for _, by_lang, _ in loaded):
         return out
-    lm = HFLM(pretrained=str(hf_dir), device=device, dtype="float32", batch_size=batch_size, add_bos_token=True,
-              trust_remote_code=False)
+    lm = make_lm()
     for cfg, by_lang, tm in loaded:
         if not by_lang:
             continue
@@ -213,6 +219,8 @@ def _run_tasks(hf_dir: Path, tasks: list[EvalTaskConfig], languages: list[str], 
                               limit=cfg.limit,
                               log_samples=False, bootstrap_iters=1000, random_seed=0, numpy_random_seed=0,
                               torch_random_seed=0, fewshot_random_seed=0)
+        if res is None:  # lm-eval returns the figures on the first rank of a node only (LOCAL_RANK 0)
+            continue
         for lang, task in by_lang.items():
             name = task.task_name
             figures = res["results"].get(name, {})

@@ -1,16 +1,21 @@
 """Evaluation as a distributed job: 2 gloo ranks under torchrun, the model sharded as training shards it (FSDP2
 over both ranks, the routed experts split over them: expert parallel 2), give the per-language figures of one
-process; a rank that fails is named with its error. Slow: each torchrun job starts 2 Python processes."""
+process, and the downstream tasks' (lm-eval's requests answered by the sharded model, stages/evaluate/
+sharded_lm.py) those of lm-eval on the Hugging Face export in one process; a rank that fails is named with its
+error. Slow: each torchrun job starts 2 Python processes."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from pipeline.config import load_config
+from pipeline.config import REPO_ROOT, load_config
 from pipeline.rundir import RunDir
 from stages.evaluate.job import EvalJobFailed
 from stages.evaluate.runner import evaluate_run
@@ -35,7 +40,8 @@ def test_two_ranks_with_expert_parallel_give_the_numbers_of_one_process(trained_
 
     (flores / f"{language('de').flores}.devtest").write_text(
         "Alle Menschen sind frei und gleich an Würde und Rechten geboren.\nSie sind mit Vernunft und Gewissen begabt.\n")
-    sets = f'\n[evaluate]\nbatch_size = 3\n[[evaluate.sets]]\nname = "mini"\npath = "{flores}"\n'
+    sets = (f'\n[evaluate]\nbatch_size = 3\n[[evaluate.sets]]\nname = "mini"\npath = "{flores}"\n'
+            '[[evaluate.tasks]]\nname = "cloze"\ntask = "europa_cloze_{lang}"\nbuild = "validation"\nlimit = 4\n')
     (tmp_path / "one.toml").write_text(cfg.read_text() + sets)
     (tmp_path / "two.toml").write_text(cfg.read_text() + sets + JOB)
     assert evaluate_run(RunDir(one), load_config(tmp_path / "one.toml"), which="step-6").evaluated == [6]
@@ -52,6 +58,26 @@ def test_two_ranks_with_expert_parallel_give_the_numbers_of_one_process(trained_
                 worst = max(worst, abs(g[key] - f[key]) / max(abs(f[key]), 1e-9))
     print(f"2 ranks (FSDP2 + EP 2) vs 1 process: max relative difference {worst:.1e}")
     assert worst < 1e-5
+    # the tasks: lm-eval's figures from the sharded model on 2 ranks = from the HF export in one process
+    assert sorted(b["tasks"]["cloze"]) == sorted(json.loads(LANGS))
+    assert b["tasks_missing"] == a["tasks_missing"] and b["task_reasons"] == a["task_reasons"]
+    for task, langs in a["tasks"].items():
+        assert sorted(b["tasks"][task]) == sorted(langs)
+        for lang, f in langs.items():
+            g = b["tasks"][task][lang]
+            assert (g["examples"], g["lm_eval_task"]) == (f["examples"], f["lm_eval_task"])
+            assert g["value"] == pytest.approx(f["value"], abs=1e-9) and g["stderr"] == pytest.approx(f["stderr"], abs=1e-9)
+    # and below the accuracies, each request's loglikelihood (a BOS lost, a truncation done otherwise, shows here)
+    answers = tmp_path / "answers.json"
+    job = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                          str(Path(__file__).with_name("sharded_lm_job.py")), str(two), str(answers)],
+                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)})
+    assert job.returncode == 0, job.stderr[-3000:]
+    got = json.loads(answers.read_text())
+    diff = max(abs(s_[0] - h[0]) for s_, h in zip(got["sharded"], got["hf"], strict=True))
+    print(f"loglikelihoods, sharded on 2 ranks vs HFLM on the export: max difference {diff:.1e}")
+    assert diff < 1e-4 and [s_[1] for s_ in got["sharded"]] == [h[1] for h in got["hf"]]
     job = RunDir(two).store_job_dir("eval", "step-6")
     assert (job / "result.json").exists() and (job / "config.toml").exists()
     assert "[evaluate.job]" in (job / "config.toml").read_text()  # the job ran with this process's settings
