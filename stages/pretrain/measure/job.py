@@ -24,6 +24,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from pipeline.fsutil import atomic_write_text
+
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 
 
@@ -131,9 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         figures = measure(request)
         if dist.get_rank() == 0:
             out = Path(request["out"])
-            tmp = out.with_suffix(".tmp")
-            tmp.write_text(json.dumps(figures, indent=2) + "\n")
-            os.replace(tmp, out)
+            atomic_write_text(out, json.dumps(figures, indent=2) + "\n")
             print(f"europa: wrote {out}; set [pretrain.machine] measured = \"{out}\" and `europa plan` uses it",
                   flush=True)
     finally:
