@@ -130,3 +130,12 @@ def test_enumerated_groups_stride_like_torchtitans_mesh():
     assert enumerate_groups(8, 2, 1) == [[0, 1], [2, 3], [4, 5], [6, 7]]
     assert enumerate_groups(8, 2, 4) == [[0, 4], [1, 5], [2, 6], [3, 7]]
     assert enumerate_groups(16, 2, 4) == [[0, 4], [1, 5], [2, 6], [3, 7], [8, 12], [9, 13], [10, 14], [11, 15]]
+
+
+def test_nodes_is_refused_for_the_training_job(tmp_path, capsys):
+    """--nodes sizes the calibration job only; the training job's nodes are the layout's."""
+    assert main(["launch", "jupiter", "--config", str(PRESET), "--run-dir", str(tmp_path / "run"), "--dry-run",
+                 "--nodes", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("europa: error: europa launch jupiter: --nodes is for `europa launch calibrate`; the training "
+                   "job's nodes are [pretrain.parallelism] nodes")
