@@ -3,9 +3,14 @@
 The loop is apart from the stage so the benchmark (bench/tokenizer_bench.py) runs exactly what the stage runs:
 the caller says how a round's sample is written and trained (`train(round, targets)`) and on which parallel
 text parity is measured (in the metrics it returns); this module decides the targets, when to stop and which
-round to keep. Each round scales every language's characters by (parity / mean parity)^strength within the
-max_passes caps (sample.rebalance), so the cheapest language (English, parity 1 by definition) gives up the
-most text.
+round to keep. Each round gives a language whose parity is above the target (parity / target)^strength times
+its characters and the reference language (parity 1 by definition) (target / worst parity)^strength times its
+own; every other language keeps its share, and the budget is filled again within the max_passes caps
+(sample.rebalance). Taking text only from the reference language lowers every parity at once, while the
+languages that already meet the target keep the text their own fertility depends on: the earlier rule, which
+scaled every language by (parity / mean parity)^strength, took text from Finnish, Estonian and the other
+cheap-but-long-worded languages too, and paid for the same worst parity with a higher mean fertility
+(bench/tokenizer_bench.py compares).
 """
 
 from __future__ import annotations
@@ -41,8 +46,16 @@ class Balanced:
         return self.trained[self.chosen]
 
 
+def parity_multipliers(parity: dict[str, float], reference: str, target: float, strength: float) -> dict[str, float]:
+    """Per-language factors on the characters of the next round (see the module docstring)."""
+    worst = max(parity.values())
+    factors = {lang: max(1.0, p / target) ** strength for lang, p in parity.items()}
+    factors[reference] = min(1.0, target / worst) ** strength
+    return factors
+
+
 def parity_weight_rounds(targets: dict[str, int], available: dict[str, int], budget: int, max_passes: float,
-                         cfg: BalanceConfig, train: Callable[[int, dict[str, int]], Trained],
+                         cfg: BalanceConfig, reference: str, train: Callable[[int, dict[str, int]], Trained],
                          iterate: bool = True, note: Callable[[str], None] = lambda _: None) -> Balanced:
     """Round 0 trains on `targets`; with `iterate`, each later round on targets re-weighted by the previous
     round's parity, until the worst parity is at most cfg.target_parity, improves by less than
@@ -52,7 +65,8 @@ def parity_weight_rounds(targets: dict[str, int], available: dict[str, int], bud
     stopped = "method none"
     for rnd in range((cfg.max_rounds + 1) if iterate else 1):
         if rnd:
-            targets = rebalance(targets, rounds[-1].parity, available, budget, max_passes, cfg.strength)
+            factors = parity_multipliers(rounds[-1].parity, reference, cfg.target_parity, cfg.strength)
+            targets = rebalance(targets, {lang: factors.get(lang, 1.0) for lang in targets}, available, budget, max_passes)
         t = trained[rnd] = train(rnd, targets)
         f = fairness(t.metrics)
         if f.max_parity is None:

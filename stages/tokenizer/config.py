@@ -28,11 +28,13 @@ class SampleConfig(StrictModel):
 class BalanceConfig(StrictModel):
     """How the per-language shares of the sample are chosen beyond the policy.
 
-    "parity-weights" iterates: train, measure parity on the report's parallel text, give each language text in
-    proportion to (parity / mean parity)^strength (within the max_passes caps), retrain; it stops when the worst
+    "parity-weights" iterates: train, measure parity on the report's parallel text, give each language above
+    `target_parity` (parity / target)^strength times its text and the reference language (target / worst
+    parity)^strength times its own (the rest keep their shares; within the max_passes caps), retrain; it stops when the worst
     parity is at most `target_parity`, when it no longer improves by `min_improvement`, or after `max_rounds`,
     and keeps the round with the lowest worst parity. Parity is relative to English, so English, the cheapest
-    language, gives up the most text: its own fertility rises (the report shows it). Tune on a dev split
+    language, is the one that gives up text: its own fertility rises (the report shows it). Steps shrink as the
+    worst parity nears the target; set min_improvement = 0 to let only the target and max_rounds stop it. Tune on a dev split
     (e.g. flores200/dev as parallel_path) and judge on another.
 
     "parity-merges" (BPE only) keeps SentencePiece's sample, characters and settings but learns the merges itself
@@ -49,7 +51,7 @@ class BalanceConfig(StrictModel):
     target_parity: float = Field(1.15, gt=1.0, description="parity-weights: stop once the worst language's parity is at most "
                                  "this; parity-merges: choose merges for the worst language while it is above this.")
     max_rounds: int = Field(6, ge=1, le=20, description="parity-weights: at most this many retrainings.")
-    strength: float = Field(2.0, gt=0, le=8, description="parity-weights: exponent on parity / mean parity per round.")
+    strength: float = Field(2.0, gt=0, le=8, description="parity-weights: exponent on parity / target (and target / worst parity) per round.")
     min_improvement: float = Field(0.005, ge=0, description="parity-weights: stop when the worst parity improves by less.")
 
     @property

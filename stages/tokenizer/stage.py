@@ -195,7 +195,8 @@ class TokenizerStage(UnitStage[TokenizerConfig]):
                            (sentences, round_stats, round_samples))
 
         result = parity_weight_rounds({lang: s.target_chars for lang, s in stats.items()}, available,
-                                      cfg.sample.budget_chars, cfg.sample.max_passes, bal, train, iterate,
+                                      cfg.sample.budget_chars, cfg.sample.max_passes, bal, cfg.report.reference_language,
+                                      train, iterate,
                                       note=lambda msg: progress.note(self.name, msg))
         kept = result.kept
         model, metrics = kept.model, kept.metrics

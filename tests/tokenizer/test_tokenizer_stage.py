@@ -149,6 +149,22 @@ def test_rebalance_gives_costly_languages_more_text_within_caps():
     assert rebalance(current, {}, available, budget=300, max_passes=2.0) == current  # no parity: shares kept
 
 
+def test_parity_weights_take_text_from_the_reference_language_only():
+    from stages.tokenizer.balance import parity_multipliers
+    from stages.tokenizer.sample import rebalance
+
+    parity = {"en": 1.0, "fi": 1.1, "el": 1.4, "mt": 1.2}
+    f = parity_multipliers(parity, "en", target=1.15, strength=2.0)
+    assert f["fi"] == 1.0  # under the target: keeps its share, and the text its fertility depends on
+    assert f["el"] > f["mt"] > 1.0 and abs(f["el"] - (1.4 / 1.15) ** 2) < 1e-12
+    assert abs(f["en"] - (1.15 / 1.4) ** 2) < 1e-12
+    current = {lang: 100 for lang in parity}
+    new = rebalance(current, f, {lang: 1000 for lang in parity}, budget=400, max_passes=4.0)
+    assert new["en"] < current["en"] and new["el"] > new["mt"] > current["mt"]
+    assert new["fi"] < current["fi"]  # the budget is fixed, so fi's characters shrink with the refill ...
+    assert current["fi"] - new["fi"] < (current["en"] - new["en"]) / 4  # ... far less than English's
+
+
 def balanced_copy(ingested, tmp_path, balance: str, expect: int = 0) -> Path:
     """A run with the module's ingest output and `balance` as its [tokenizer.balance] section."""
     tmp, cfg, run_dir = ingested
