@@ -124,16 +124,14 @@ def write_language_sample(parquet_files: list[Path], share: LanguageShare, seed:
                          files_read=len(n.files_read), row_groups_read=n.row_groups_read)
 
 
-def rebalance(current: dict[str, int], parity: dict[str, float], available: dict[str, int], budget: int,
-              max_passes: float, strength: float = 1.0) -> dict[str, int]:
-    """New character targets that give languages which cost more tokens (higher parity) more text.
-
-    Each target is scaled by (parity / mean parity)^strength, then the budget is filled again under the
-    max_passes caps (water-filling: what a capped language cannot take goes to the others in proportion).
-    Languages without a parity figure keep their relative share.
+def rebalance(current: dict[str, int], factors: dict[str, float], available: dict[str, int], budget: int,
+              max_passes: float) -> dict[str, int]:
+    """New character targets: each language's current target times its factor (weights, or balance.py's parity
+    factors), then the budget filled again under the max_passes caps (water-filling: what a capped language
+    cannot take goes to the others in proportion). Languages without a factor keep their relative share.
     """
-    mean = sum(parity.values()) / len(parity) if parity else 1.0
-    want = {lang: max(1.0, current[lang] * (parity.get(lang, mean) / mean) ** strength) for lang in current}
+    mean = sum(factors.values()) / len(factors) if factors else 1.0
+    want = {lang: max(1.0, current[lang] * factors.get(lang, mean) / mean) for lang in current}
     caps = {lang: max_passes * available[lang] for lang in current}
     target: dict[str, float] = {}
     free, remaining = dict(want), float(budget)
