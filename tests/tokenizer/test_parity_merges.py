@@ -102,3 +102,36 @@ def test_parity_merges_need_bpe(ingested, tmp_path, capsys):  # noqa: F811
     assert main(["stage", "tokenizer", "--config", str(conf), "--run-dir", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "learns BPE merges" in err[0] and "unigram.toml" in err[0], err
+
+
+def test_parity_merges_beyond_the_memory_budget_are_refused_before_training(ingested, tmp_path, capsys):  # noqa: F811
+    # SentencePiece alone fits 0.23 GB on this sample (~0.21 GB estimated); the merges (~0.26 GB) do not
+    other = balanced_copy(ingested, tmp_path, 'method = "parity-merges"\n')
+    conf = tmp_path / "balanced.toml"
+    conf.write_text(conf.read_text().replace("[tokenizer]\n", "[tokenizer]\nmemory_budget_gb = 0.23\n", 1))
+    assert "memory_budget_gb = 0.23" in conf.read_text()
+    assert main(["stage", "ingest", "--config", str(conf), "--run-dir", str(other)]) == 0
+    capsys.readouterr()
+    assert main(["stage", "tokenizer", "--run-dir", str(other)]) != 0
+    err = capsys.readouterr().err
+    assert "parity-aware merges on the planned" in err and "memory_budget_gb = 0.23" in err, err
+    assert 'method = "parity-weights"' in err and not (other / "tokenizer").exists()
+
+
+def test_parity_merges_without_dev_text_for_a_language_name_it(ingested, tmp_path, capsys):  # noqa: F811
+    from pipeline.languages import EU_LANGUAGE_CODES, LANGUAGES
+
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    lines = [f"Sentence number {i} of a parallel set, with words enough to count." for i in range(40)]
+    for lang in EU_LANGUAGE_CODES:
+        if lang != "mt":  # Maltese has no dev file
+            (dev / f"{LANGUAGES[lang].flores}.dev").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    other = balanced_copy(ingested, tmp_path, 'method = "parity-merges"\n')
+    conf = tmp_path / "balanced.toml"
+    conf.write_text(conf.read_text().replace('parallel_source = "udhr"', f'parallel_path = "{dev}"'))
+    assert main(["stage", "ingest", "--config", str(conf), "--run-dir", str(other)]) == 0
+    capsys.readouterr()
+    assert main(["stage", "tokenizer", "--run-dir", str(other)]) != 0
+    err = capsys.readouterr().err
+    assert "need dev text in every language; none for mt" in err and "[tokenizer.report]" in err, err
