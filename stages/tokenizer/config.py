@@ -30,12 +30,12 @@ class BalanceConfig(StrictModel):
 
     "parity-weights" iterates: train, measure parity on the report's parallel text, give each language above
     `target_parity` (parity / target)^strength times its text and the reference language (target / worst
-    parity)^strength times its own (the rest keep their shares; within the max_passes caps), retrain; it stops when the worst
-    parity is at most `target_parity`, when it no longer improves by `min_improvement`, or after `max_rounds`,
-    and keeps the round with the lowest worst parity. Parity is relative to English, so English, the cheapest
-    language, is the one that gives up text: its own fertility rises (the report shows it). Steps shrink as the
-    worst parity nears the target; set min_improvement = 0 to let only the target and max_rounds stop it. Tune on a dev split
-    (e.g. flores200/dev as parallel_path) and judge on another.
+    parity)^strength times its own (the rest keep their shares; within the max_passes caps), retrain; it stops
+    when the worst parity is at most `target_parity`, when it no longer improves by `min_improvement`, or after
+    `max_rounds`, and keeps the round with the lowest worst parity. Parity is relative to English, so English,
+    the cheapest language, is the one that gives up text: its own fertility rises (the report shows it). Steps
+    shrink as the worst parity nears the target; set min_improvement = 0 to let only the target and max_rounds
+    stop it. Tune on a dev split (e.g. flores200/dev as parallel_path) and judge on another.
 
     "parity-merges" (BPE only) keeps SentencePiece's sample, characters and settings but learns the merges itself
     (stages/tokenizer/parity_bpe.py): while the worst language's parity on the report text is above
